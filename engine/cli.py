@@ -1,0 +1,154 @@
+"""Command line: ``python -m engine {run,warmup,presets} ...``.
+
+Bad input exits with code 2 and one line naming the field; never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _fail(msg: str) -> int:
+    print(f"error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _parse_sets(items):
+    out = {}
+    for it in items or []:
+        if "=" not in it:
+            raise ValueError(f"--set: invalid value {it!r}; allowed: field=value")
+        k, v = it.split("=", 1)
+        out[k.strip()] = v
+    return out
+
+
+def _jsonable(d):
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+
+
+def cmd_run(a) -> int:
+    from . import presets
+    from .scenario import Scenario
+    from .sim import simulate
+    from .workload import read_trace
+    try:
+        over = _parse_sets(a.set)
+        if a.strategy:
+            over["strategy"] = a.strategy
+        if a.scenario:
+            try:
+                text = Path(a.scenario).read_text()
+            except OSError as e:
+                return _fail(f"--scenario: cannot read {a.scenario!r} ({e.strerror})")
+            sc = Scenario.from_json(text).replace(**over) if over else Scenario.from_json(text)
+        else:
+            sc = Scenario.from_preset(a.preset, **over)
+        sc.validate()
+        trace = None
+        if a.trace:
+            if not Path(a.trace).is_file():
+                return _fail(f"--trace: no such file {a.trace!r}")
+            trace = read_trace(a.trace, sc)
+        t0 = time.perf_counter()
+        res = simulate(sc, trace=trace)
+        wall = time.perf_counter() - t0
+    except ValueError as e:
+        return _fail(str(e))
+    if a.out:
+        out = Path(a.out)
+        out.mkdir(parents=True, exist_ok=True)
+        res.requests.to_csv(out / "requests.csv", index=False)
+        res.timeseries.to_csv(out / "timeseries.csv", index=False)
+        res.events.to_csv(out / "events.csv", index=False)
+        import pandas as pd
+        pd.DataFrame([{"strategy": sc.strategy, **res.summary}]).to_csv(out / "summary.csv", index=False)
+        (out / "scenario.json").write_text(sc.to_json())
+    if a.json:
+        print(json.dumps(_jsonable(res.summary), allow_nan=False))
+    else:
+        s = res.summary
+        print(f"{sc.strategy} on {sc.gpu}/{sc.model}: {s['requests']} requests, {s['completed']} completed "
+              f"in {wall * 1e3:.0f} ms wall")
+        for k in ("ttft_p50_ms", "ttft_p99_ms", "throughput_tok_s", "swap_rate", "swap_share_of_ttft",
+                  "slo_attainment"):
+            print(f"  {k:>20} = {s[k]:.4g}")
+        if a.out:
+            print(f"  wrote {a.out}/requests.csv, timeseries.csv, events.csv, summary.csv, scenario.json")
+    return 0
+
+
+def cmd_warmup(a) -> int:
+    """Compile (and cache) the jitted loop for every policy path."""
+    from .policies import STRATEGIES
+    from .scenario import Scenario
+    from .sim import simulate
+    t0 = time.perf_counter()
+    base = Scenario.from_preset("default", duration_s=2.0, warmup_s=0.5)
+    for s in STRATEGIES:
+        simulate(base.replace(strategy=s))
+    print(f"warm: {len(STRATEGIES)} strategies in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def cmd_presets(a) -> int:
+    from . import presets
+    print("scenarios:", ", ".join(sorted(presets.SCENARIOS)))
+    print("gpus:     ", ", ".join(presets.GPUS))
+    print("models:   ", ", ".join(presets.MODELS))
+    from .policies import STRATEGIES
+    print("strategies:", ", ".join(STRATEGIES))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m engine", description="LoRA What-If: simulate multi-LoRA serving on one GPU.")
+    sub = p.add_subparsers(dest="cmd", parser_class=_Parser)
+    r = sub.add_parser("run", help="simulate one scenario")
+    r.add_argument("--preset", default="default", help="scenario preset (see `presets`)")
+    r.add_argument("--scenario", help="scenario.json to start from instead of a preset")
+    r.add_argument("--strategy", help="scheduling strategy")
+    r.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a scenario field (repeatable)")
+    r.add_argument("--trace", help="replay a trace CSV: arrival_s, adapter_id, prompt_tokens, output_tokens")
+    r.add_argument("--out", help="directory for requests.csv, timeseries.csv, events.csv, summary.csv, scenario.json")
+    r.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    r.set_defaults(func=cmd_run)
+    w = sub.add_parser("warmup", help="compile and cache the jitted engine")
+    w.set_defaults(func=cmd_warmup)
+    pr = sub.add_parser("presets", help="list presets, GPUs, models and strategies")
+    pr.set_defaults(func=cmd_presets)
+    for name, fn in _extra_commands():
+        fn(sub)
+    return p
+
+
+def _extra_commands():
+    """Commands that live in other modules (reproductions, findings, calibration)."""
+    out = []
+    for mod, attr in (("engine.reproduce", "add_commands"), ("engine.calibrate", "add_commands")):
+        try:
+            m = __import__(mod, fromlist=[attr])
+        except ModuleNotFoundError as e:
+            if e.name == mod:
+                continue
+            raise
+        out.append((mod, getattr(m, attr)))
+    return out
+
+
+def main(argv=None) -> int:
+    p = build_parser()
+    a = p.parse_args(argv)
+    if not getattr(a, "func", None):
+        p.print_help()
+        return 0
+    return a.func(a)

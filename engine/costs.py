@@ -1,0 +1,42 @@
+"""Cost model: the duration of one continuous-batching step, and adapter load times.
+
+Roofline (docs/model.md, eq. 1-4):
+    flops = 2 N (P + D) + 2 L d sum(p_i^2) + 4 L d C + sum_tokens(2 * adapter_params)
+    bytes = W + kv_tok (C + P + D) + sum(bytes of adapters in the batch)
+    t = max(flops / (peak * compute_eff), bytes / (hbm * bw_eff))
+        + overhead + lora_ms_per_adapter * distinct + lora_ms_per_slot * slots
+where N = parameters, P = prefill tokens, D = decoding requests, C = their total
+context, L d = layers x hidden size, W = weight bytes.
+Fixed mode: t = prefill_s_per_token * P + decode_s_per_step * [D > 0] + the same overheads.
+"""
+from __future__ import annotations
+
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def step_seconds(fixed, p_tokens, attn_prefill, n_dec, ctx, lora_flops, lora_bytes, distinct, slots,
+                 params, weight_bytes, flops_per_s, bytes_per_s, attn_ld, kv_tok_bytes, overhead_s,
+                 lora_adapter_s, lora_slot_s, prefill_s_tok, decode_s_step):
+    """Seconds for one step (see module docstring)."""
+    extra = overhead_s + lora_adapter_s * distinct + lora_slot_s * slots
+    if fixed:
+        t = prefill_s_tok * p_tokens
+        if n_dec > 0:
+            t += decode_s_step
+        return t + extra
+    # lora_flops is sum over tokens of adapter bytes = 2 flops x params at 2 bytes/param
+    flops = 2.0 * params * (p_tokens + n_dec) + 2.0 * attn_ld * attn_prefill + 4.0 * attn_ld * ctx + lora_flops
+    nbytes = weight_bytes + kv_tok_bytes * (ctx + p_tokens + n_dec) + lora_bytes
+    tc = flops / flops_per_s
+    tm = nbytes / bytes_per_s
+    return (tc if tc > tm else tm) + extra
+
+
+def load_seconds(nbytes: float, pcie_gbps: float, load_latency_ms: float, from_disk: bool = False,
+                 disk_gbps: float = 2.0, disk_latency_ms: float = 5.0) -> float:
+    """Unqueued time to bring one adapter to the GPU (host->GPU, plus disk->host if from disk)."""
+    t = load_latency_ms / 1e3 + nbytes / (pcie_gbps * 1e9)
+    if from_disk:
+        t += disk_latency_ms / 1e3 + nbytes / (disk_gbps * 1e9)
+    return t

@@ -1,0 +1,608 @@
+"""The event loop: iteration-level continuous batching on one GPU, one jitted function.
+
+State lives in preallocated arrays laid out as struct of arrays: ``R_i[field, r]``
+(per request), ``A_i[field, a]`` (per adapter), ``S_i``/``S_f`` (scalars), an
+array-backed min-heap of asynchronous load completions, and time-series
+accumulators.  Each iteration: ingest arrivals and finished loads, schedule
+(admit waiting requests whose adapter and KV fit, issuing loads and evictions),
+run one step (prefill of the admitted, one decode token for the others), retire
+finished requests.  See docs/model.md for the equations.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .costs import step_seconds
+from .policies import (EVICT_BELADY, ORDER_GROUPED, group_key, next_use,  # noqa: F401
+                       pick_victim)
+
+# ---- integer parameters (ip)
+(IP_N, IP_A, IP_MAX_BATCH, IP_MAX_TOKENS, IP_SLOTS, IP_HOST_CAP, IP_KV_BLOCKS, IP_BLOCK_TOKENS,
+ IP_ORDER, IP_EVICT, IP_WINDOW, IP_THRESHOLD, IP_ASYNC, IP_UNIFIED, IP_PREFETCH,
+ IP_CLUSTER, IP_CLOSED, IP_CONC, IP_FIXED, IP_SCAN, IP_NBUCKETS, IP_MAX_EVENTS, IP_PAD_SLOTS,
+ IP_LEN) = range(24)
+# ---- float parameters (fp)
+(FP_DURATION, FP_HORIZON, FP_WINDOW, FP_MAX_WAIT, FP_PCIE_BPS, FP_DISK_BPS, FP_LOAD_LAT,
+ FP_DISK_LAT, FP_ADAPTER_CAP, FP_POOL, FP_BLOCK_BYTES, FP_WEIGHT_BYTES, FP_PARAMS, FP_FLOPS,
+ FP_BW, FP_ATTN, FP_KV_TOK, FP_OVERHEAD, FP_LORA_ADAPTER, FP_LORA_SLOT, FP_PREFILL_TOK,
+ FP_DECODE_STEP, FP_BUCKET, FP_WARMUP, FP_LEN) = range(25)
+# ---- per-request ints / floats
+RI_ADAPTER, RI_PROMPT, RI_OUTPUT, RI_STATUS, RI_GEN, RI_LOADED, RI_TIER, RI_BLOCKS, RI_NEXT, RI_LEN = range(10)
+RF_ARR, RF_ADMIT, RF_FIRST, RF_FINISH, RF_LOADWAIT, RF_LEN = range(6)
+# ---- per-adapter ints / floats
+(AI_BYTES, AI_STATE, AI_PINNED, AI_REF, AI_WAIT, AI_HOST, AI_HOSTLAST, AI_LAST, AI_RESPOS,
+ AI_CUR, AI_PTR, AI_END, AI_GMARK, AI_GHEAD, AI_GTAIL, AI_GCOUNT, AI_LEN) = range(17)
+AF_READY, AF_LOADSTART, AF_GOLDEST, AF_LEN = range(4)
+# ---- scalar state
+(SI_NRUN, SI_NWAIT, SI_KV_BLOCKS, SI_NRES, SI_NLOADING, SI_TICK, SI_HOSTCOUNT, SI_NDISTINCT,
+ SI_LOADS, SI_DISK_LOADS, SI_EVICTS, SI_NEV, SI_STEPS, SI_FLAGS, SI_NISSUED, SI_REJECTS, SI_HEAPN,
+ SI_WQTAIL, SI_LEN) = range(19)
+SF_PCIE_FREE, SF_DISK_FREE, SF_ADAPTER_BYTES, SF_BUSY, SF_END_T, SF_LEN = range(6)
+# ---- request status
+ST_FUTURE, ST_WAITING, ST_RUNNING, ST_DONE = 0, 1, 2, 3
+# ---- adapter GPU state
+AS_ABSENT, AS_LOADING, AS_RESIDENT = 0, 1, 2
+# ---- tiers
+TIER_GPU, TIER_CPU, TIER_DISK = 0, 1, 2
+# ---- flags
+FLAG_HORIZON, FLAG_DEADLOCK, FLAG_EXHAUSTED, FLAG_EVENTS_FULL = 1, 2, 4, 8
+# ---- time series columns
+(TS_QUEUE, TS_BATCH, TS_RESIDENT, TS_LOADS, TS_KV_FRAC, TS_BUSY, TS_IN_SYSTEM, TS_ADAPTER_BYTES,
+ TS_KV_BYTES, TS_LEN) = range(10)
+# ---- events
+EV_LOAD, EV_EVICT, EV_REJECT = 0, 1, 2
+
+_INF = 1e300
+
+
+@njit(cache=True, nogil=True)
+def heap_push(ht, ha, n, t, a):
+    i = n
+    ht[i] = t
+    ha[i] = a
+    while i > 0:
+        p = (i - 1) >> 1
+        if ht[p] <= ht[i]:
+            break
+        ht[p], ht[i] = ht[i], ht[p]
+        ha[p], ha[i] = ha[i], ha[p]
+        i = p
+    return n + 1
+
+
+@njit(cache=True, nogil=True)
+def heap_pop(ht, ha, n):
+    """Remove the minimum; returns the new size (min is at index 0 before the call)."""
+    n -= 1
+    ht[0] = ht[n]
+    ha[0] = ha[n]
+    i = 0
+    while True:
+        l = 2 * i + 1
+        if l >= n:
+            break
+        c = l
+        if l + 1 < n and ht[l + 1] < ht[l]:
+            c = l + 1
+        if ht[i] <= ht[c]:
+            break
+        ht[c], ht[i] = ht[i], ht[c]
+        ha[c], ha[i] = ha[i], ha[c]
+        i = c
+    return n
+
+
+@njit(cache=True, nogil=True)
+def accum(ts, bucket_s, nb, t0, t1, col, value):
+    """Add value * overlap of [t0, t1) with each bucket to ts[b, col]."""
+    if t1 <= t0 or value == 0.0:
+        return
+    b = int(t0 / bucket_s)
+    while b < nb:
+        lo = b * bucket_s
+        hi = lo + bucket_s
+        s = t0 if t0 > lo else lo
+        e = t1 if t1 < hi else hi
+        if e > s:
+            ts[b, col] += value * (e - s)
+        if t1 <= hi:
+            break
+        b += 1
+
+
+@njit(cache=True, nogil=True)
+def _event(S_i, ev_t, ev_i, max_ev, t, kind, a, nbytes):
+    k = S_i[SI_NEV]
+    if k < max_ev:
+        ev_t[k] = t
+        ev_i[0, k] = kind
+        ev_i[1, k] = a
+        ev_i[2, k] = nbytes
+        S_i[SI_NEV] = k + 1
+    else:
+        S_i[SI_FLAGS] |= FLAG_EVENTS_FULL
+
+
+@njit(cache=True, nogil=True)
+def _res_add(A_i, res_list, S_i, a):
+    n = S_i[SI_NRES]
+    res_list[n] = a
+    A_i[AI_RESPOS, a] = n
+    S_i[SI_NRES] = n + 1
+
+
+@njit(cache=True, nogil=True)
+def _res_remove(A_i, res_list, S_i, a):
+    n = S_i[SI_NRES] - 1
+    p = A_i[AI_RESPOS, a]
+    last = res_list[n]
+    res_list[p] = last
+    A_i[AI_RESPOS, last] = p
+    A_i[AI_RESPOS, a] = -1
+    S_i[SI_NRES] = n
+
+
+@njit(cache=True, nogil=True)
+def _evict(ip, A_i, S_i, S_f, res_list, ev_t, ev_i, t, a):
+    _res_remove(A_i, res_list, S_i, a)
+    A_i[AI_STATE, a] = AS_ABSENT
+    S_f[SF_ADAPTER_BYTES] -= A_i[AI_BYTES, a]
+    S_i[SI_EVICTS] += 1
+    _event(S_i, ev_t, ev_i, ip[IP_MAX_EVENTS], t, EV_EVICT, a, A_i[AI_BYTES, a])
+
+
+@njit(cache=True, nogil=True)
+def _adapter_room(ip, fp, A_i, S_i, S_f, a):
+    """Does adapter a fit now (slots and bytes)?"""
+    if ip[IP_SLOTS] > 0 and S_i[SI_NRES] >= ip[IP_SLOTS]:
+        return False
+    used = S_f[SF_ADAPTER_BYTES] + A_i[AI_BYTES, a]
+    if ip[IP_UNIFIED]:
+        return used + S_i[SI_KV_BLOCKS] * fp[FP_BLOCK_BYTES] <= fp[FP_POOL]
+    return used <= fp[FP_ADAPTER_CAP]
+
+
+@njit(cache=True, nogil=True)
+def _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, ev_t, ev_i, t, a, need_idle):
+    """Evict until adapter a fits; False if it cannot."""
+    while not _adapter_room(ip, fp, A_i, S_i, S_f, a):
+        v = pick_victim(ip[IP_EVICT], need_idle, res_list, S_i[SI_NRES], A_i[AI_STATE], A_i[AI_PINNED],
+                        A_i[AI_REF], A_i[AI_WAIT], A_i[AI_LAST], A_i[AI_CUR], A_i[AI_PTR], A_i[AI_END],
+                        a_list, R_i[RI_STATUS])
+        if v < 0:
+            return False
+        _evict(ip, A_i, S_i, S_f, res_list, ev_t, ev_i, t, v)
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _host_touch(ip, A_i, S_i, a):
+    """Bring adapter a into the LRU host cache (evicting the LRU host entry)."""
+    S_i[SI_TICK] += 1
+    if A_i[AI_HOST, a] == 0:
+        cap = ip[IP_HOST_CAP]
+        if cap > 0 and S_i[SI_HOSTCOUNT] >= cap:
+            victim = -1
+            best = 0
+            for b in range(ip[IP_A]):
+                if A_i[AI_HOST, b] == 1 and (victim < 0 or A_i[AI_HOSTLAST, b] < best):
+                    victim = b
+                    best = A_i[AI_HOSTLAST, b]
+            A_i[AI_HOST, victim] = 0
+            S_i[SI_HOSTCOUNT] -= 1
+        A_i[AI_HOST, a] = 1
+        S_i[SI_HOSTCOUNT] += 1
+    A_i[AI_HOSTLAST, a] = S_i[SI_TICK]
+
+
+@njit(cache=True, nogil=True)
+def _issue_load(ip, fp, A_i, A_f, S_i, S_f, res_list, heap_t, heap_a, ev_t, ev_i, t, a):
+    """Start loading adapter a (room already made). Returns its completion time."""
+    nbytes = A_i[AI_BYTES, a]
+    ready = t
+    if A_i[AI_HOST, a] == 0:  # disk -> host first
+        s = S_f[SF_DISK_FREE] if S_f[SF_DISK_FREE] > t else t
+        ready = s + fp[FP_DISK_LAT] + nbytes / fp[FP_DISK_BPS]
+        S_f[SF_DISK_FREE] = ready
+        S_i[SI_DISK_LOADS] += 1
+    _host_touch(ip, A_i, S_i, a)
+    s = S_f[SF_PCIE_FREE] if S_f[SF_PCIE_FREE] > ready else ready
+    done = s + fp[FP_LOAD_LAT] + nbytes / fp[FP_PCIE_BPS]
+    S_f[SF_PCIE_FREE] = done
+    _res_add(A_i, res_list, S_i, a)
+    S_f[SF_ADAPTER_BYTES] += nbytes
+    A_f[AF_LOADSTART, a] = t
+    A_f[AF_READY, a] = done
+    S_i[SI_LOADS] += 1
+    _event(S_i, ev_t, ev_i, ip[IP_MAX_EVENTS], t, EV_LOAD, a, nbytes)
+    if ip[IP_ASYNC]:
+        A_i[AI_STATE, a] = AS_LOADING
+        S_i[SI_NLOADING] += 1
+        S_i[SI_HEAPN] = heap_push(heap_t, heap_a, S_i[SI_HEAPN], done, a)
+    else:
+        A_i[AI_STATE, a] = AS_RESIDENT
+    return done
+
+
+# admission outcomes
+ADM_OK, ADM_STOP, ADM_WAIT, ADM_NOSLOT = 0, 1, 2, 3
+
+
+@njit(cache=True, nogil=True)
+def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, heap_t, heap_a, ev_t, ev_i,
+               running, new_list, t, r, tokens_used, threshold_ok):
+    """Try to start request r in this step.
+
+    ADM_OK: admitted; ADM_STOP: KV or token budget full (FCFS stops);
+    ADM_WAIT: its adapter is loading; ADM_NOSLOT: no room for its adapter now.
+    """
+    a = R_i[RI_ADAPTER, r]
+    if tokens_used + R_i[RI_PROMPT, r] > ip[IP_MAX_TOKENS]:
+        return ADM_STOP
+    blocks = R_i[RI_BLOCKS, r]
+    # KV
+    if ip[IP_UNIFIED]:
+        need = (S_i[SI_KV_BLOCKS] + blocks) * fp[FP_BLOCK_BYTES]
+        while S_f[SF_ADAPTER_BYTES] + need > fp[FP_POOL]:
+            v = pick_victim(ip[IP_EVICT], True, res_list, S_i[SI_NRES], A_i[AI_STATE], A_i[AI_PINNED],
+                            A_i[AI_REF], A_i[AI_WAIT], A_i[AI_LAST], A_i[AI_CUR], A_i[AI_PTR],
+                            A_i[AI_END], a_list, R_i[RI_STATUS])
+            if v < 0 or v == a:
+                return ADM_STOP
+            _evict(ip, A_i, S_i, S_f, res_list, ev_t, ev_i, t, v)
+    elif S_i[SI_KV_BLOCKS] + blocks > ip[IP_KV_BLOCKS]:
+        return ADM_STOP
+    st = A_i[AI_STATE, a]
+    if st == AS_LOADING:
+        return ADM_WAIT
+    if st == AS_ABSENT:
+        if not threshold_ok:
+            return ADM_NOSLOT
+        if not _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, ev_t, ev_i, t, a, False):
+            return ADM_NOSLOT
+        if ip[IP_UNIFIED] and S_f[SF_ADAPTER_BYTES] + A_i[AI_BYTES, a] + (S_i[SI_KV_BLOCKS] + blocks) * fp[FP_BLOCK_BYTES] > fp[FP_POOL]:
+            return ADM_STOP
+        _issue_load(ip, fp, A_i, A_f, S_i, S_f, res_list, heap_t, heap_a, ev_t, ev_i, t, a)
+        R_i[RI_LOADED, r] = 1
+        if ip[IP_ASYNC]:
+            return ADM_WAIT
+    # admit
+    R_i[RI_STATUS, r] = ST_RUNNING
+    R_f[RF_ADMIT, r] = t
+    if ip[IP_ASYNC]:
+        ready = A_f[AF_READY, a]
+        if ready > R_f[RF_ARR, r]:
+            s = A_f[AF_LOADSTART, a]
+            if R_f[RF_ARR, r] > s:
+                s = R_f[RF_ARR, r]
+            R_f[RF_LOADWAIT, r] = ready - s
+    S_i[SI_KV_BLOCKS] += blocks
+    if A_i[AI_REF, a] == 0:
+        S_i[SI_NDISTINCT] += 1
+    A_i[AI_REF, a] += 1
+    A_i[AI_WAIT, a] -= 1
+    S_i[SI_NWAIT] -= 1
+    S_i[SI_TICK] += 1
+    A_i[AI_LAST, a] = S_i[SI_TICK]
+    n = S_i[SI_NRUN]
+    running[n] = r
+    S_i[SI_NRUN] = n + 1
+    return ADM_OK
+
+
+@njit(cache=True, nogil=True)
+def _prefetch(ip, fp, R_i, A_i, A_f, S_i, S_f, res_list, a_list, heap_t, heap_a, ev_t, ev_i, t, r):
+    """Async prefetch for a queued request: load its adapter if room exists without
+    evicting an adapter someone waits for."""
+    a = R_i[RI_ADAPTER, r]
+    if A_i[AI_STATE, a] != AS_ABSENT:
+        return
+    if ip[IP_UNIFIED] and S_f[SF_ADAPTER_BYTES] + A_i[AI_BYTES, a] + (S_i[SI_KV_BLOCKS] + R_i[RI_BLOCKS, r]) * fp[FP_BLOCK_BYTES] > fp[FP_POOL]:
+        # keep room for the request's own KV
+        if not _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, ev_t, ev_i, t, a, True):
+            return
+    if not _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, ev_t, ev_i, t, a, True):
+        return
+    _issue_load(ip, fp, A_i, A_f, S_i, S_f, res_list, heap_t, heap_a, ev_t, ev_i, t, a)
+    R_i[RI_LOADED, r] = 1
+
+
+@njit(cache=True, nogil=True)
+def _arrive(R_i, R_f, A_i, S_i, wq, r, t):
+    a = R_i[RI_ADAPTER, r]
+    R_i[RI_STATUS, r] = ST_WAITING
+    st = A_i[AI_STATE, a]
+    if st != AS_ABSENT:
+        R_i[RI_TIER, r] = TIER_GPU
+    elif A_i[AI_HOST, a] == 1:
+        R_i[RI_TIER, r] = TIER_CPU
+    else:
+        R_i[RI_TIER, r] = TIER_DISK
+    A_i[AI_WAIT, a] += 1
+    S_i[SI_NWAIT] += 1
+    k = S_i[SI_WQTAIL]
+    wq[k] = r
+    S_i[SI_WQTAIL] = k + 1
+
+
+@njit(cache=True, nogil=True)
+def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list, res_list,
+             heap_t, heap_a, g_list, g_key, ts, ev_t, ev_i):
+    """Simulate until all work is done or the horizon passes. Mutates its arguments."""
+    n = ip[IP_N]
+    nb = ip[IP_NBUCKETS]
+    bucket = fp[FP_BUCKET]
+    async_mode = ip[IP_ASYNC] != 0
+    closed = ip[IP_CLOSED] != 0
+    window = ip[IP_WINDOW] != 0
+    grouped = ip[IP_ORDER] == ORDER_GROUPED
+    W = fp[FP_WINDOW]
+    wq_head = 0
+    next_arr = 0
+    t = 0.0
+    if closed:
+        c = ip[IP_CONC] if ip[IP_CONC] < n else n
+        for r in range(c):
+            R_f[RF_ARR, r] = 0.0
+            _arrive(R_i, R_f, A_i, S_i, wq, r, 0.0)
+        S_i[SI_NISSUED] = c
+    while True:
+        # ---- arrivals
+        if not closed:
+            while next_arr < n and R_f[RF_ARR, next_arr] <= t:
+                _arrive(R_i, R_f, A_i, S_i, wq, next_arr, t)
+                next_arr += 1
+        # ---- finished async loads
+        while S_i[SI_HEAPN] > 0 and heap_t[0] <= t:
+            a = heap_a[0]
+            S_i[SI_HEAPN] = heap_pop(heap_t, heap_a, S_i[SI_HEAPN])
+            A_i[AI_STATE, a] = AS_RESIDENT
+            S_i[SI_NLOADING] -= 1
+        if t > fp[FP_HORIZON]:
+            S_i[SI_FLAGS] |= FLAG_HORIZON
+            break
+        # ---- schedule
+        while wq_head < S_i[SI_WQTAIL] and R_i[RI_STATUS, wq[wq_head]] != ST_WAITING:
+            wq_head += 1
+        cutoff = t
+        if window:
+            cutoff = np.floor(t / W + 1e-9) * W
+        n_new = 0
+        tokens = 0
+        wq_tail = S_i[SI_WQTAIL]
+        scan_limit = ip[IP_SCAN]
+        loads_before = S_i[SI_LOADS]
+        if not grouped and ip[IP_CLUSTER] > 0 and S_i[SI_NDISTINCT] >= ip[IP_CLUSTER]:
+            # clustering: first admit queued requests whose adapter is already in the batch
+            i = wq_head
+            scanned = 0
+            while i < wq_tail and scanned < scan_limit and S_i[SI_NRUN] < ip[IP_MAX_BATCH]:
+                r = wq[i]
+                i += 1
+                if R_i[RI_STATUS, r] != ST_WAITING:
+                    continue
+                scanned += 1
+                if A_i[AI_REF, R_i[RI_ADAPTER, r]] == 0:
+                    continue
+                code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, heap_t, heap_a,
+                                  ev_t, ev_i, running, new_list, t, r, tokens, True)
+                if code == ADM_OK:
+                    new_list[n_new] = r
+                    n_new += 1
+                    tokens += R_i[RI_PROMPT, r]
+                elif code == ADM_STOP:
+                    break
+        if not grouped:
+            i = wq_head
+            scanned = 0
+            prefetch_only = False
+            while i < wq_tail and scanned < scan_limit:
+                r = wq[i]
+                i += 1
+                if R_i[RI_STATUS, r] != ST_WAITING:
+                    continue
+                if R_f[RF_ARR, r] > cutoff:
+                    break
+                scanned += 1
+                if prefetch_only or S_i[SI_NRUN] >= ip[IP_MAX_BATCH]:
+                    if ip[IP_PREFETCH]:
+                        prefetch_only = True
+                        _prefetch(ip, fp, R_i, A_i, A_f, S_i, S_f, res_list, a_list, heap_t, heap_a,
+                                  ev_t, ev_i, t, r)
+                        continue
+                    break
+                code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, heap_t, heap_a,
+                                  ev_t, ev_i, running, new_list, t, r, tokens, True)
+                if code == ADM_OK:
+                    new_list[n_new] = r
+                    n_new += 1
+                    tokens += R_i[RI_PROMPT, r]
+                elif code == ADM_STOP:
+                    if ip[IP_PREFETCH]:
+                        prefetch_only = True
+                        continue
+                    break
+        else:
+            # group released waiting requests by adapter (linked lists through RI_NEXT)
+            ng = 0
+            i = wq_head
+            scanned = 0
+            while i < wq_tail and scanned < scan_limit:
+                r = wq[i]
+                i += 1
+                if R_i[RI_STATUS, r] != ST_WAITING:
+                    continue
+                if R_f[RF_ARR, r] > cutoff:
+                    break
+                scanned += 1
+                a = R_i[RI_ADAPTER, r]
+                R_i[RI_NEXT, r] = -1
+                if A_i[AI_GMARK, a] == 0:
+                    A_i[AI_GMARK, a] = 1
+                    A_i[AI_GHEAD, a] = r
+                    A_i[AI_GTAIL, a] = r
+                    A_i[AI_GCOUNT, a] = 1
+                    A_f[AF_GOLDEST, a] = R_f[RF_ARR, r]
+                    g_list[ng] = a
+                    ng += 1
+                else:
+                    R_i[RI_NEXT, A_i[AI_GTAIL, a]] = r
+                    A_i[AI_GTAIL, a] = r
+                    A_i[AI_GCOUNT, a] += 1
+            for j in range(ng):
+                a = g_list[j]
+                starving = t - A_f[AF_GOLDEST, a] >= fp[FP_MAX_WAIT]
+                g_key[j] = group_key(starving, A_i[AI_STATE, a] != AS_ABSENT, A_f[AF_GOLDEST, a])
+            order = np.argsort(g_key[:ng])
+            stop = False
+            for jj in range(ng):
+                a = g_list[order[jj]]
+                A_i[AI_GMARK, a] = 0
+                if stop:
+                    continue
+                starving = t - A_f[AF_GOLDEST, a] >= fp[FP_MAX_WAIT]
+                thr_ok = starving or A_i[AI_GCOUNT, a] >= ip[IP_THRESHOLD]
+                r = A_i[AI_GHEAD, a]
+                while r >= 0:
+                    if S_i[SI_NRUN] >= ip[IP_MAX_BATCH]:
+                        stop = True
+                        break
+                    code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, heap_t,
+                                      heap_a, ev_t, ev_i, running, new_list, t, r, tokens, thr_ok)
+                    if code == ADM_OK:
+                        new_list[n_new] = r
+                        n_new += 1
+                        tokens += R_i[RI_PROMPT, r]
+                    elif code == ADM_STOP:
+                        stop = True
+                        break
+                    else:
+                        break
+                    r = R_i[RI_NEXT, r]
+        loads_now = S_i[SI_LOADS] - loads_before
+        n_run = S_i[SI_NRUN]
+        waiting = S_i[SI_NWAIT]
+        if n_run == 0:
+            # ---- idle: advance to the next event
+            t_next = _INF
+            if not closed and next_arr < n:
+                t_next = R_f[RF_ARR, next_arr]
+            if S_i[SI_HEAPN] > 0 and heap_t[0] < t_next:
+                t_next = heap_t[0]
+            if window and waiting > 0:
+                nb_t = (np.floor(t / W + 1e-9) + 1.0) * W
+                if nb_t < t_next:
+                    t_next = nb_t
+            if t_next >= _INF:
+                if waiting > 0:
+                    S_i[SI_FLAGS] |= FLAG_DEADLOCK
+                break
+            if t_next <= t:
+                t_next = t + 1e-9
+            accum(ts, bucket, nb, t, t_next, TS_QUEUE, float(waiting))
+            accum(ts, bucket, nb, t, t_next, TS_IN_SYSTEM, float(waiting))
+            accum(ts, bucket, nb, t, t_next, TS_RESIDENT, float(S_i[SI_NRES] - S_i[SI_NLOADING]))
+            accum(ts, bucket, nb, t, t_next, TS_LOADS, float(S_i[SI_NLOADING]))
+            accum(ts, bucket, nb, t, t_next, TS_ADAPTER_BYTES, S_f[SF_ADAPTER_BYTES])
+            t = t_next
+            continue
+        # ---- one step
+        start = t
+        if not async_mode and loads_now > 0:
+            for k in range(n_new):
+                rr = new_list[k]
+                rd = A_f[AF_READY, R_i[RI_ADAPTER, rr]]
+                if rd > start:
+                    start = rd
+            for k in range(n_new):
+                rr = new_list[k]
+                rd = A_f[AF_READY, R_i[RI_ADAPTER, rr]]
+                if rd > t:
+                    R_f[RF_LOADWAIT, rr] = rd - t
+        # step cost inputs
+        p_tokens = 0.0
+        attn_prefill = 0.0
+        lora_flops = 0.0
+        n_dec = 0
+        ctx = 0.0
+        for k in range(n_run):
+            rr = running[k]
+            ab = float(A_i[AI_BYTES, R_i[RI_ADAPTER, rr]])
+            g = R_i[RI_GEN, rr]
+            if g == 0:
+                p = float(R_i[RI_PROMPT, rr])
+                p_tokens += p
+                attn_prefill += p * p
+                lora_flops += p * ab
+            else:
+                n_dec += 1
+                ctx += float(R_i[RI_PROMPT, rr] + g)
+                lora_flops += ab
+        lora_bytes = 0.0
+        for j in range(S_i[SI_NRES]):
+            a = res_list[j]
+            if A_i[AI_REF, a] > 0:
+                lora_bytes += float(A_i[AI_BYTES, a])
+        dt = step_seconds(ip[IP_FIXED] != 0, p_tokens, attn_prefill, float(n_dec), ctx, lora_flops, lora_bytes,
+                          float(S_i[SI_NDISTINCT]), float(ip[IP_PAD_SLOTS]), fp[FP_PARAMS], fp[FP_WEIGHT_BYTES],
+                          fp[FP_FLOPS], fp[FP_BW], fp[FP_ATTN], fp[FP_KV_TOK], fp[FP_OVERHEAD],
+                          fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT], fp[FP_PREFILL_TOK], fp[FP_DECODE_STEP])
+        t_end = start + dt
+        S_i[SI_STEPS] += 1
+        lo = start if start > fp[FP_WARMUP] else fp[FP_WARMUP]
+        hi = t_end if t_end < fp[FP_DURATION] else fp[FP_DURATION]
+        if hi > lo:
+            S_f[SF_BUSY] += hi - lo
+        # time series over [t, start) (sync load stall) and [start, t_end)
+        kv_bytes = S_i[SI_KV_BLOCKS] * fp[FP_BLOCK_BYTES]
+        if ip[IP_UNIFIED]:
+            kv_frac = kv_bytes / (fp[FP_POOL] - S_f[SF_ADAPTER_BYTES]) if fp[FP_POOL] > S_f[SF_ADAPTER_BYTES] else 1.0
+        else:
+            kv_frac = S_i[SI_KV_BLOCKS] / ip[IP_KV_BLOCKS]
+        accum(ts, bucket, nb, t, t_end, TS_QUEUE, float(waiting))
+        accum(ts, bucket, nb, t, t_end, TS_BATCH, float(n_run))
+        accum(ts, bucket, nb, t, t_end, TS_IN_SYSTEM, float(waiting + n_run))
+        accum(ts, bucket, nb, t, t_end, TS_RESIDENT, float(S_i[SI_NRES] - S_i[SI_NLOADING]))
+        accum(ts, bucket, nb, t, t_end, TS_KV_FRAC, kv_frac)
+        accum(ts, bucket, nb, t, t_end, TS_KV_BYTES, kv_bytes)
+        accum(ts, bucket, nb, t, t_end, TS_ADAPTER_BYTES, S_f[SF_ADAPTER_BYTES])
+        accum(ts, bucket, nb, start, t_end, TS_BUSY, 1.0)
+        if async_mode:
+            accum(ts, bucket, nb, t, t_end, TS_LOADS, float(S_i[SI_NLOADING]))
+        else:
+            accum(ts, bucket, nb, t, start, TS_LOADS, float(loads_now))
+        # ---- tokens and completions
+        k = 0
+        while k < S_i[SI_NRUN]:
+            rr = running[k]
+            g = R_i[RI_GEN, rr] + 1
+            R_i[RI_GEN, rr] = g
+            if g == 1:
+                R_f[RF_FIRST, rr] = t_end
+            if g >= R_i[RI_OUTPUT, rr]:
+                R_i[RI_STATUS, rr] = ST_DONE
+                R_f[RF_FINISH, rr] = t_end
+                S_i[SI_KV_BLOCKS] -= R_i[RI_BLOCKS, rr]
+                a = R_i[RI_ADAPTER, rr]
+                A_i[AI_REF, a] -= 1
+                if A_i[AI_REF, a] == 0:
+                    S_i[SI_NDISTINCT] -= 1
+                S_i[SI_TICK] += 1
+                A_i[AI_LAST, a] = S_i[SI_TICK]
+                last = S_i[SI_NRUN] - 1
+                running[k] = running[last]
+                S_i[SI_NRUN] = last
+                if closed and t_end < fp[FP_DURATION]:
+                    q = S_i[SI_NISSUED]
+                    if q < n:
+                        R_f[RF_ARR, q] = t_end
+                        _arrive(R_i, R_f, A_i, S_i, wq, q, t_end)
+                        S_i[SI_NISSUED] = q + 1
+                    else:
+                        S_i[SI_FLAGS] |= FLAG_EXHAUSTED
+                continue
+            k += 1
+        t = t_end
+    S_f[SF_END_T] = t
+    return 0

@@ -1,0 +1,147 @@
+"""Scheduling and caching policies.
+
+A strategy is a point in a small space of policy parameters (``Policy``): how the
+waiting queue is ordered (FCFS or grouped by adapter), whether requests are held
+for a batch window, which resident adapter is evicted (LRU, LRU preferring
+adapters nobody waits for, Belady), which adapters are pinned, and how loads
+interact with compute.  The loop reads these parameters; the two decisions that
+differ in code (victim choice, group order) are the jitted functions below.
+Adding a strategy is one entry in ``STRATEGIES``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+# queue order
+ORDER_FCFS, ORDER_GROUPED = 0, 1
+# eviction
+EVICT_LRU, EVICT_BELADY, EVICT_LRU_IDLE_FIRST = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    description: str
+    order: int = ORDER_FCFS
+    evict: int = EVICT_LRU
+    window: bool = False             # hold arrivals until the next batch-window boundary
+    threshold: int = 1               # min waiting requests before loading a non-resident adapter
+    pins_hot_set: bool = False       # pin the most popular adapters before t = 0
+    preload_all: bool = False        # fill the adapter budget with the most popular, unpinned
+    hot_set_mb: float = 0.0          # pin within this many MiB (0: use hot_set_k)
+    load_mode: str | None = None     # force "sync"/"async"; None: the scenario's
+    memory_mode: str | None = None   # force "static"/"unified"; None: the scenario's
+    prefetch: bool = False           # issue loads for queued requests beyond the batch
+    cluster: int = 0                 # once the batch holds this many adapters, prefer them
+    max_resident: int = 0            # cap on resident adapters (0: memory / max_loras only)
+    single_adapter: bool = False     # map all traffic onto adapter 0 (baseline)
+
+
+STRATEGIES: dict[str, Policy] = {p.name: p for p in [
+    Policy("naive", "FCFS as soon as possible (a request whose adapter cannot get room now is "
+           "passed over, not blocking others); on a miss load the adapter, evict the least recently used; "
+           "no grouping by adapter, no preloading"),
+    Policy("hot_set", "pin the hot_set_k most popular adapters before t = 0; the rest swap (LRU) "
+           "through the remaining space; FCFS", pins_hot_set=True),
+    Policy("batch", "batch-by-adapter: hold arrivals for batch_window_ms, group them by adapter, "
+           "admit whole groups (resident groups first, then oldest; groups older than max_wait_ms "
+           "first); evict adapters nobody waits for", order=ORDER_GROUPED, window=True,
+           evict=EVICT_LRU_IDLE_FIRST),
+    Policy("vllm", "vLLM: FCFS, at most max_loras adapters in the batch, a request whose adapter "
+           "cannot get a slot is skipped without blocking others; LRU GPU slots behind an LRU host "
+           "cache; loads stall the step", load_mode="sync"),
+    Policy("oracle", "Belady's offline-optimal eviction (evict the adapter needed furthest in the "
+           "future) on the FCFS order, budget prefilled with the most popular adapters: a lower "
+           "bound on loads", evict=EVICT_BELADY, preload_all=True),
+    Policy("slora", "S-LoRA: one unified pool for adapters and KV, asynchronous prefetch of the "
+           "adapters of queued requests, FCFS with skip, adapter clustering (prefer adapters "
+           "already in the batch once it holds 8)", load_mode="async", memory_mode="unified",
+           prefetch=True, cluster=8, evict=EVICT_LRU_IDLE_FIRST),
+]}
+
+
+def hot_set_pins(sc, auto: bool = False) -> list[int]:
+    """Adapter ids to pin, most popular first.
+
+    Auto: as many as fit in the adapter budget while leaving room for one more
+    adapter of the largest size (the swap slot), and under max_loras - 1 slots.
+    """
+    from .workload import popularity  # local: workload imports scenario
+    pol = STRATEGIES[sc.strategy]
+    sizes = sc.adapter_sizes()
+    order = np.argsort(-popularity(sc), kind="stable")
+    if pol.hot_set_mb > 0:
+        cap = pol.hot_set_mb * 1024 ** 2
+        spare = 0
+    else:
+        cap = sc.vram_budget_gb * 1024 ** 3
+        spare = sc.max_adapter_bytes()
+    slot_cap = sc.max_loras - 1 if sc.max_loras > 0 else len(sizes)
+    pins, used = [], 0
+    for a in order:
+        if len(pins) >= slot_cap or used + sizes[a] + spare > cap:
+            break
+        pins.append(int(a))
+        used += sizes[a]
+    if not auto and sc.hot_set_k >= 0 and pol.hot_set_mb == 0:
+        pins = pins[: sc.hot_set_k]
+    return pins
+
+
+@njit(cache=True, nogil=True)
+def next_use(a, a_cur, a_ptr, a_end, a_list, status):
+    """Index of the next request for adapter ``a`` that has not started (Belady)."""
+    c = a_cur[a]
+    while c < a_end[a] and status[a_list[c]] >= 2:
+        c += 1
+    a_cur[a] = c
+    if c < a_end[a]:
+        return a_list[c]
+    return 1 << 62
+
+
+@njit(cache=True, nogil=True)
+def pick_victim(evict, need_idle, res_list, n_res, state, pinned, ref, wait, last,
+                a_cur, a_ptr, a_end, a_list, status):
+    """Resident adapter to evict, or -1.  Never one in use, loading or pinned.
+
+    need_idle: only adapters no waiting request asks for.
+    """
+    best = -1
+    best_key = 0.0
+    best_idle = -1
+    best_idle_key = 0.0
+    for j in range(n_res):
+        a = res_list[j]
+        if state[a] != 2 or pinned[a] != 0 or ref[a] != 0:
+            continue
+        idle = wait[a] == 0
+        if need_idle and not idle:
+            continue
+        if evict == EVICT_BELADY:
+            key = -float(next_use(a, a_cur, a_ptr, a_end, a_list, status))
+        else:
+            key = float(last[a])
+        if best < 0 or key < best_key:
+            best = a
+            best_key = key
+        if idle and (best_idle < 0 or key < best_idle_key):
+            best_idle = a
+            best_idle_key = key
+    if evict == EVICT_LRU_IDLE_FIRST and best_idle >= 0:
+        return best_idle
+    return best
+
+
+@njit(cache=True, nogil=True)
+def group_key(starving, resident, oldest_arrival_s):
+    """Order of adapter groups for ORDER_GROUPED: starving, then resident, then oldest."""
+    bucket = 2.0
+    if starving:
+        bucket = 0.0
+    elif resident:
+        bucket = 1.0
+    return bucket * 1e12 + oldest_arrival_s

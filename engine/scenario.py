@@ -1,0 +1,370 @@
+"""Scenario: every input of one simulation, as one frozen dataclass.
+
+Units are in the field names (``_gb`` = GiB of memory, ``_gbps`` = 1e9 bytes/s,
+``_ms``, ``_s``, ``_rps`` = requests per second).  ``validate()`` is the only gate
+to the jitted loop: anything it lets through must simulate without error.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from . import presets
+
+ENUMS: dict[str, tuple[str, ...]] = {
+    "service_mode": ("roofline", "fixed"),
+    "load_mode": ("sync", "async"),
+    "arrival_process": ("poisson", "gamma", "closed"),
+    "popularity": ("zipf", "power"),
+    "length_dist": ("fixed", "uniform", "lognormal"),
+    "memory_mode": ("static", "unified"),
+    "kv_allocator": ("paged",),
+    "target_modules": tuple(presets.TARGET_MODULES),
+}
+
+#: Hard cap on the requests one simulation may generate (open loop: rate x duration).
+MAX_REQUESTS = 2_000_000
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """All inputs of one run. See docs/model.md for the meaning of each field."""
+
+    # hardware and model
+    gpu: str = "rtx3090"
+    model: str = "llama-7b"
+    vram_budget_gb: float = 10.0          # GPU memory reserved for LoRA adapters (GiB)
+    gpu_mem_util: float = 1.0             # share of GPU memory the server may use
+    reserve_gb: float = 0.5               # activations, CUDA context, workspace (GiB)
+    pcie_gbps: float = 16.0               # host->GPU bandwidth for adapter loads (GB/s)
+    disk_gbps: float = 2.0                # disk->host bandwidth (GB/s)
+    load_latency_ms: float = 0.5          # fixed cost per host->GPU adapter load
+    disk_latency_ms: float = 5.0          # fixed cost per disk->host adapter read
+    # policy
+    strategy: str = "naive"
+    batch_window_ms: float = 25.0
+    max_wait_ms: float = 500.0            # starvation bound for adapter-grouping policies
+    max_batch_size: int = 32
+    max_batched_tokens: int = 8192        # prefill tokens one step may process
+    max_loras: int = 0                    # GPU adapter slots (0 = limited by memory only)
+    max_cpu_loras: int = 0                # host adapter cache, adapters (0 = unlimited)
+    host_warm: bool = True                # host cache filled at start (else adapters start on disk)
+    hot_set_k: int = -1                   # pinned adapters for hot_set (-1 = auto)
+    load_mode: str = "sync"
+    memory_mode: str = "static"
+    kv_allocator: str = "paged"
+    kv_block_tokens: int = 16
+    # adapters
+    num_adapters: int = 500
+    adapter_rank: int = 48
+    adapter_ranks: tuple[int, ...] = ()
+    target_modules: str = "qkvo"
+    popularity: str = "zipf"
+    zipf_s: float = 1.0
+    power_alpha: float = 1.0
+    # workload
+    arrival_process: str = "poisson"
+    arrival_rate_rps: float = 16.0
+    arrival_cv: float = 1.0
+    concurrency: int = 32
+    prompt_tokens: int = 128
+    output_tokens: int = 32
+    length_dist: str = "fixed"
+    length_spread: float = 0.5            # uniform: +-spread*mean; lognormal: CV
+    duration_s: float = 60.0
+    warmup_s: float = 5.0
+    drain_s: float = 60.0                 # time after duration_s allowed to finish work
+    seed: int = 0
+    slo_ttft_ms: float = 50.0
+    # cost model
+    service_mode: str = "roofline"
+    prefill_ms_per_token: float = 0.055   # fixed mode
+    decode_ms_per_token: float = 8.5      # fixed mode: one decode iteration of the batch
+    compute_eff: float = 0.6              # achieved share of dense FP16 peak
+    bw_eff: float = 0.8                   # achieved share of HBM bandwidth
+    step_overhead_ms: float = 0.5         # scheduler + launch cost per iteration
+    lora_ms_per_adapter: float = 0.05     # per distinct adapter in the batch
+    lora_ms_per_slot: float = 0.0         # per reserved adapter slot (vLLM pads to max_loras)
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> "Scenario":
+        if name not in presets.SCENARIOS:
+            raise ValueError(
+                f"preset: unknown value {name!r}; allowed: {', '.join(sorted(presets.SCENARIOS))}"
+            )
+        base = dict(presets.SCENARIOS[name])
+        base.update(overrides)
+        return cls.from_dict(base)
+
+    def replace(self, **kw: Any) -> "Scenario":
+        d = self.to_dict()
+        d.update(kw)
+        return Scenario.from_dict(d)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["adapter_ranks"] = list(self.adapter_ranks)
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Scenario":
+        """Build from a JSON-like dict, coercing strings; unknown keys are an error."""
+        if not isinstance(d, dict):
+            raise ValueError(f"scenario: expected a JSON object, got {type(d).__name__}")
+        names = set(cls.field_names())
+        kw = {}
+        for k, v in d.items():
+            if k not in names:
+                raise ValueError(f"{k}: unknown scenario field; allowed: {', '.join(sorted(names))}")
+            kw[k] = coerce(k, v)
+        return cls(**kw)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Scenario":
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"scenario.json: not valid JSON ({e.msg} at line {e.lineno})") from None
+        return cls.from_dict(d)
+
+    # ---------------------------------------------------------------- derived values
+    @property
+    def gpu_spec(self) -> presets.GPU:
+        return presets.get_gpu(self.gpu)
+
+    @property
+    def model_spec(self) -> presets.Model:
+        return presets.get_model(self.model)
+
+    def ranks(self) -> list[int]:
+        """Rank of each adapter (round-robin over ``adapter_ranks``)."""
+        rs = list(self.adapter_ranks) or [self.adapter_rank]
+        return [rs[i % len(rs)] for i in range(self.num_adapters)]
+
+    def adapter_sizes(self) -> list[int]:
+        m = self.model_spec
+        cache: dict[int, int] = {}
+        out = []
+        for r in self.ranks():
+            if r not in cache:
+                cache[r] = presets.adapter_bytes(m, r, self.target_modules)
+            out.append(cache[r])
+        return out
+
+    def max_adapter_bytes(self) -> int:
+        rs = set(self.adapter_ranks) or {self.adapter_rank}
+        return max(presets.adapter_bytes(self.model_spec, r, self.target_modules) for r in rs)
+
+    def memory_plan(self) -> dict[str, float]:
+        """GPU memory split in bytes: usable, weights, reserve, adapters, kv."""
+        g, m = self.gpu_spec, self.model_spec
+        usable = g.memory_gib * presets.GIB * self.gpu_mem_util
+        weights = float(presets.weight_bytes(m))
+        reserve = self.reserve_gb * presets.GIB
+        adapters = self.vram_budget_gb * presets.GIB
+        kv = usable - weights - reserve - adapters
+        return {"usable": usable, "weights": weights, "reserve": reserve,
+                "adapters": adapters, "kv": kv}
+
+    def max_vram_budget_gb(self) -> float:
+        """Largest adapter budget that leaves room for one longest request's KV."""
+        plan = self.memory_plan()
+        need_kv = self.max_request_tokens() * presets.kv_bytes_per_token(self.model_spec)
+        return max(0.0, (plan["usable"] - plan["weights"] - plan["reserve"] - need_kv) / presets.GIB)
+
+    def length_bounds(self, mean: int) -> tuple[int, int]:
+        """Smallest and largest length the length distribution can draw."""
+        if self.length_dist == "fixed":
+            return mean, mean
+        if self.length_dist == "uniform":
+            return max(1, int(round(mean * (1 - self.length_spread)))), max(1, int(round(mean * (1 + self.length_spread))))
+        return 1, max(1, int(math.ceil(mean * (1 + 3 * self.length_spread))))
+
+    def max_request_tokens(self) -> int:
+        return self.length_bounds(self.prompt_tokens)[1] + self.length_bounds(self.output_tokens)[1]
+
+    def expected_requests(self) -> float:
+        if self.arrival_process == "closed":
+            return float(self.concurrency)  # bounded separately by the service rate
+        return self.arrival_rate_rps * self.duration_s
+
+    # ---------------------------------------------------------------- validation
+    def validate(self) -> "Scenario":
+        """Raise ValueError naming the field, its value and what is allowed."""
+        from .policies import STRATEGIES
+
+        def bad(name: str, allowed: str) -> None:
+            raise ValueError(f"{name}: invalid value {getattr(self, name)!r}; allowed: {allowed}")
+
+        if self.gpu not in presets.GPUS:
+            bad("gpu", ", ".join(sorted(presets.GPUS)))
+        if self.model not in presets.MODELS:
+            bad("model", ", ".join(sorted(presets.MODELS)))
+        if self.strategy not in STRATEGIES:
+            bad("strategy", ", ".join(STRATEGIES))
+        for name, allowed in ENUMS.items():
+            if getattr(self, name) not in allowed:
+                bad(name, ", ".join(allowed))
+
+        positive = ["pcie_gbps", "disk_gbps", "duration_s", "slo_ttft_ms", "prefill_ms_per_token",
+                    "batch_window_ms", "max_wait_ms", "power_alpha",
+                    "arrival_cv"]
+        for name in positive:
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0):
+                bad(name, "a finite number > 0")
+        if self.arrival_process != "closed" and not (math.isfinite(self.arrival_rate_rps) and self.arrival_rate_rps > 0):
+            bad("arrival_rate_rps", "a finite number > 0")
+        nonneg = ["vram_budget_gb", "reserve_gb", "load_latency_ms", "disk_latency_ms", "warmup_s",
+                  "drain_s", "zipf_s", "step_overhead_ms", "lora_ms_per_adapter", "lora_ms_per_slot",
+                  "length_spread", "decode_ms_per_token"]
+        for name in nonneg:
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                bad(name, "a finite number >= 0")
+        for name in ("compute_eff", "bw_eff", "gpu_mem_util"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and 0 < v <= 1):
+                bad(name, "a number in (0, 1]")
+        if self.zipf_s > 10:
+            bad("zipf_s", "a number in [0, 10]")
+        if self.length_dist == "uniform" and self.length_spread >= 1:
+            bad("length_spread", "a number in [0, 1) for uniform lengths")
+        if self.length_spread > 10:
+            bad("length_spread", "a number in [0, 10]")
+        if self.warmup_s >= self.duration_s:
+            bad("warmup_s", f"a number < duration_s ({self.duration_s})")
+        if self.duration_s > 86400:
+            bad("duration_s", "at most 86400 s")
+        if self.drain_s > 86400:
+            bad("drain_s", "at most 86400 s")
+
+        ints = {"max_batch_size": (1, 4096), "max_batched_tokens": (1, 1 << 20), "max_loras": (0, 4096),
+                "max_cpu_loras": (0, 1 << 20), "hot_set_k": (-1, 1 << 20), "num_adapters": (1, 100_000),
+                "adapter_rank": (1, 1024), "concurrency": (1, 10_000), "prompt_tokens": (1, 1 << 17),
+                "output_tokens": (1, 1 << 17), "kv_block_tokens": (1, 1024), "seed": (0, 2**63 - 1)}
+        for name, (lo, hi) in ints.items():
+            v = getattr(self, name)
+            if not (isinstance(v, int) and lo <= v <= hi):
+                bad(name, f"an integer in [{lo}, {hi}]")
+        if len(self.adapter_ranks) > 64 or any(not (isinstance(r, int) and 1 <= r <= 1024) for r in self.adapter_ranks):
+            bad("adapter_ranks", "up to 64 integers in [1, 1024]")
+
+        # workload size (protects the hosted app and the machine)
+        if self.expected_requests() > MAX_REQUESTS:
+            raise ValueError(
+                f"arrival_rate_rps: {self.arrival_rate_rps} req/s x duration_s {self.duration_s} s "
+                f"= {self.expected_requests():.0f} requests; allowed: at most {MAX_REQUESTS}")
+
+        # memory
+        plan = self.memory_plan()
+        g, m = self.gpu_spec, self.model_spec
+        if plan["weights"] + plan["reserve"] >= plan["usable"]:
+            raise ValueError(
+                f"model: invalid value {self.model!r}: its weights ({plan['weights'] / presets.GIB:.1f} GiB) "
+                f"plus reserve_gb ({self.reserve_gb}) do not fit in {self.gpu!r} "
+                f"({g.memory_gib} GiB x gpu_mem_util {self.gpu_mem_util}); allowed: a smaller model or a larger GPU")
+        max_budget = self.max_vram_budget_gb()
+        if self.vram_budget_gb > max_budget + 1e-9:
+            raise ValueError(
+                f"vram_budget_gb: invalid value {self.vram_budget_gb}; allowed: at most {max_budget:.2f} GiB "
+                f"on {self.gpu} with {self.model} (the rest holds the weights, the reserve and the KV of one "
+                f"{self.max_request_tokens()}-token request)")
+        amax = self.max_adapter_bytes()
+        if self.memory_mode == "static" and amax > plan["adapters"]:
+            raise ValueError(
+                f"vram_budget_gb: invalid value {self.vram_budget_gb}; allowed: at least "
+                f"{amax / presets.GIB:.3f} GiB, the size of the largest adapter (rank "
+                f"{max(set(self.adapter_ranks) or {self.adapter_rank})}, {amax / presets.MIB:.1f} MiB)")
+        if self.memory_mode == "unified" and amax > plan["adapters"] + plan["kv"] - self.max_request_tokens() * presets.kv_bytes_per_token(m):
+            raise ValueError(
+                f"vram_budget_gb: invalid value {self.vram_budget_gb}; allowed: a budget whose pool holds "
+                f"the largest adapter and one request's KV")
+        pmax = self.length_bounds(self.prompt_tokens)[1]
+        if pmax > self.max_batched_tokens:
+            raise ValueError(
+                f"prompt_tokens: invalid value {self.prompt_tokens} (longest drawn prompt {pmax}); allowed: "
+                f"at most max_batched_tokens ({self.max_batched_tokens})")
+        from .policies import hot_set_pins, STRATEGIES as S
+        fam = S[self.strategy]
+        if fam.pins_hot_set and self.hot_set_k >= 0:
+            fit = hot_set_pins(self, auto=True)
+            if self.hot_set_k > len(fit):
+                raise ValueError(
+                    f"hot_set_k: invalid value {self.hot_set_k}; allowed: -1 (auto) or 0..{len(fit)} "
+                    f"(pinned adapters must leave one swap slot in vram_budget_gb)")
+            if self.hot_set_k > self.num_adapters:
+                bad("hot_set_k", f"at most num_adapters ({self.num_adapters})")
+        return self
+
+
+_FIELD_TYPES = {f.name: f.type for f in fields(Scenario)}
+
+
+def coerce(name: str, value: Any) -> Any:
+    """Convert a JSON/CLI/URL value to the field's type, or raise ValueError naming it."""
+    if name not in _FIELD_TYPES:
+        raise ValueError(f"{name}: unknown scenario field; allowed: {', '.join(sorted(_FIELD_TYPES))}")
+    t = _FIELD_TYPES[name]
+    try:
+        if t == "str":
+            if not isinstance(value, str):
+                raise TypeError
+            return value
+        if t == "bool":
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, (int, float)) and value in (0, 1):
+                return bool(value)
+            if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+                return value.strip().lower() in ("true", "1", "yes")
+            raise TypeError
+        if t == "int":
+            if isinstance(value, bool):
+                raise TypeError
+            if isinstance(value, str):
+                value = value.strip()
+                f = float(value)
+            else:
+                f = float(value)
+            if not math.isfinite(f) or f != int(f):
+                raise TypeError
+            return int(f)
+        if t == "float":
+            if isinstance(value, bool):
+                raise TypeError
+            f = float(value.strip()) if isinstance(value, str) else float(value)
+            if math.isnan(f):
+                raise TypeError
+            return f
+        if t.startswith("tuple"):
+            if isinstance(value, str):
+                parts = [p for p in value.replace(" ", "").split(",") if p]
+            elif isinstance(value, (list, tuple)):
+                parts = list(value)
+            else:
+                raise TypeError
+            out = []
+            for p in parts:
+                if isinstance(p, bool):
+                    raise TypeError
+                f = float(p)
+                if not math.isfinite(f) or f != int(f):
+                    raise TypeError
+                out.append(int(f))
+            return tuple(out)
+    except (TypeError, ValueError, OverflowError):
+        kind = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false"}.get(t, "a comma-separated list of integers")
+        raise ValueError(f"{name}: invalid value {value!r}; allowed: {kind}") from None
+    raise AssertionError(t)  # pragma: no cover

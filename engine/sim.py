@@ -1,0 +1,334 @@
+"""Public entry points: ``simulate`` and ``compare``.
+
+``simulate`` validates the scenario, draws (or takes) the request stream, lays out
+the loop's arrays, runs the jitted loop and turns its arrays into DataFrames.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from . import loop as L
+from . import presets
+from .metrics import summarize
+from .policies import STRATEGIES, hot_set_pins
+from .scenario import MAX_REQUESTS, Scenario
+from .workload import Workload, generate, popularity
+
+TIER_NAMES = np.array(["gpu", "cpu", "disk"])
+EVENT_NAMES = np.array(["load", "evict", "reject"])
+MAX_EVENTS = 2_000_000
+
+
+@dataclass
+class SimResult:
+    scenario: Scenario
+    requests: pd.DataFrame
+    timeseries: pd.DataFrame
+    summary: dict
+    events: pd.DataFrame = field(repr=False, default=None)
+
+
+def effective(sc: Scenario) -> dict:
+    """Policy-resolved settings the loop uses (load mode, memory mode, slots)."""
+    pol = STRATEGIES[sc.strategy]
+    slots = sc.max_loras
+    if pol.max_resident > 0:
+        slots = pol.max_resident if slots == 0 else min(slots, pol.max_resident)
+    return {
+        "load_mode": pol.load_mode or sc.load_mode,
+        "memory_mode": pol.memory_mode or sc.memory_mode,
+        "slots": slots,
+    }
+
+
+def _build(sc: Scenario, wl: Workload):
+    pol = STRATEGIES[sc.strategy]
+    eff = effective(sc)
+    m = sc.model_spec
+    g = sc.gpu_spec
+    n = len(wl)
+    A = sc.num_adapters
+    plan = sc.memory_plan()
+    kv_tok = presets.kv_bytes_per_token(m)
+    block_bytes = kv_tok * sc.kv_block_tokens
+    unified = eff["memory_mode"] == "unified"
+    kv_blocks = int(plan["kv"] // block_bytes)
+    pool = plan["adapters"] + plan["kv"]
+
+    adapter = wl.adapter.copy()
+    if pol.single_adapter:
+        adapter[:] = 0
+    horizon = sc.duration_s + sc.drain_s
+    bucket = sc.duration_s / 200.0
+    nb = int(math.ceil(horizon / bucket)) + 2
+
+    ip = np.zeros(L.IP_LEN, np.int64)
+    ip[L.IP_N] = n
+    ip[L.IP_A] = A
+    ip[L.IP_MAX_BATCH] = sc.max_batch_size
+    ip[L.IP_MAX_TOKENS] = sc.max_batched_tokens
+    ip[L.IP_SLOTS] = eff["slots"]
+    ip[L.IP_HOST_CAP] = sc.max_cpu_loras
+    ip[L.IP_KV_BLOCKS] = max(kv_blocks, 1)
+    ip[L.IP_BLOCK_TOKENS] = sc.kv_block_tokens
+    ip[L.IP_ORDER] = pol.order
+    ip[L.IP_EVICT] = pol.evict
+    ip[L.IP_WINDOW] = int(pol.window)
+    ip[L.IP_THRESHOLD] = pol.threshold
+    ip[L.IP_ASYNC] = int(eff["load_mode"] == "async")
+    ip[L.IP_UNIFIED] = int(unified)
+    ip[L.IP_PREFETCH] = int(pol.prefetch and eff["load_mode"] == "async")
+    ip[L.IP_CLUSTER] = pol.cluster
+    ip[L.IP_CLOSED] = int(wl.closed)
+    ip[L.IP_CONC] = sc.concurrency
+    ip[L.IP_FIXED] = int(sc.service_mode == "fixed")
+    ip[L.IP_SCAN] = max(1024, 4 * sc.max_batch_size)
+    ip[L.IP_NBUCKETS] = nb
+    ip[L.IP_MAX_EVENTS] = min(MAX_EVENTS, 4 * n + 1024)
+    ip[L.IP_PAD_SLOTS] = sc.max_loras
+
+    fp = np.zeros(L.FP_LEN, np.float64)
+    fp[L.FP_DURATION] = sc.duration_s
+    fp[L.FP_HORIZON] = horizon
+    fp[L.FP_WINDOW] = sc.batch_window_ms / 1e3
+    fp[L.FP_MAX_WAIT] = sc.max_wait_ms / 1e3
+    fp[L.FP_PCIE_BPS] = sc.pcie_gbps * 1e9
+    fp[L.FP_DISK_BPS] = sc.disk_gbps * 1e9
+    fp[L.FP_LOAD_LAT] = sc.load_latency_ms / 1e3
+    fp[L.FP_DISK_LAT] = sc.disk_latency_ms / 1e3
+    fp[L.FP_ADAPTER_CAP] = plan["adapters"]
+    fp[L.FP_POOL] = pool
+    fp[L.FP_BLOCK_BYTES] = block_bytes
+    fp[L.FP_WEIGHT_BYTES] = plan["weights"]
+    fp[L.FP_PARAMS] = m.n_params
+    fp[L.FP_FLOPS] = g.fp16_tflops * 1e12 * sc.compute_eff
+    fp[L.FP_BW] = g.hbm_gbps * 1e9 * sc.bw_eff
+    fp[L.FP_ATTN] = float(m.n_layers * m.hidden_size)
+    fp[L.FP_KV_TOK] = kv_tok
+    fp[L.FP_OVERHEAD] = sc.step_overhead_ms / 1e3
+    fp[L.FP_LORA_ADAPTER] = sc.lora_ms_per_adapter / 1e3
+    fp[L.FP_LORA_SLOT] = sc.lora_ms_per_slot / 1e3
+    fp[L.FP_PREFILL_TOK] = sc.prefill_ms_per_token / 1e3
+    fp[L.FP_DECODE_STEP] = sc.decode_ms_per_token / 1e3
+    fp[L.FP_BUCKET] = bucket
+    fp[L.FP_WARMUP] = sc.warmup_s
+
+    R_i = np.zeros((L.RI_LEN, n), np.int64)
+    R_i[L.RI_ADAPTER] = adapter
+    R_i[L.RI_PROMPT] = wl.prompt_tokens
+    R_i[L.RI_OUTPUT] = wl.output_tokens
+    R_i[L.RI_BLOCKS] = -(-(wl.prompt_tokens + wl.output_tokens) // sc.kv_block_tokens)
+    R_f = np.full((L.RF_LEN, n), np.nan)
+    R_f[L.RF_ARR] = wl.arrival_s
+    R_f[L.RF_LOADWAIT] = 0.0
+
+    A_i = np.zeros((L.AI_LEN, A), np.int64)
+    A_i[L.AI_BYTES] = np.asarray(sc.adapter_sizes(), np.int64)
+    A_i[L.AI_RESPOS] = -1
+    A_f = np.zeros((L.AF_LEN, A), np.float64)
+    # Belady: per-adapter request lists in stream order (CSR)
+    a_list = np.argsort(adapter, kind="stable").astype(np.int64)
+    counts = np.bincount(adapter, minlength=A)
+    ptr = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    A_i[L.AI_PTR] = ptr
+    A_i[L.AI_CUR] = ptr
+    A_i[L.AI_END] = ptr + counts
+
+    S_i = np.zeros(L.SI_LEN, np.int64)
+    S_f = np.zeros(L.SF_LEN, np.float64)
+    res_list = np.zeros(A, np.int64)
+
+    # preloads before t = 0 (not counted as loads)
+    pre: list[int] = []
+    pinned = False
+    if pol.pins_hot_set or pol.hot_set_mb > 0:
+        pre = hot_set_pins(sc)
+        pinned = True
+    elif pol.preload_all:
+        order = np.argsort(-popularity(sc), kind="stable")
+        used = 0.0
+        cap = plan["adapters"]
+        for a in order:
+            if (eff["slots"] and len(pre) >= eff["slots"]) or used + A_i[L.AI_BYTES, a] > cap:
+                break
+            pre.append(int(a))
+            used += A_i[L.AI_BYTES, a]
+    for a in pre:
+        A_i[L.AI_STATE, a] = L.AS_RESIDENT
+        A_i[L.AI_PINNED, a] = int(pinned)
+        A_i[L.AI_HOST, a] = 1
+        res_list[S_i[L.SI_NRES]] = a
+        A_i[L.AI_RESPOS, a] = S_i[L.SI_NRES]
+        S_i[L.SI_NRES] += 1
+        S_f[L.SF_ADAPTER_BYTES] += A_i[L.AI_BYTES, a]
+    # host cache: warm = filled at server start, most popular first (GPU-preloaded ones first)
+    if sc.host_warm:
+        cap = sc.max_cpu_loras or A
+        rest = [int(a) for a in np.argsort(-popularity(sc), kind="stable") if A_i[L.AI_HOST, a] == 0]
+        for a in (pre + rest)[:cap]:
+            A_i[L.AI_HOST, a] = 1
+    elif sc.max_cpu_loras:
+        A_i[L.AI_HOST] = 0
+        for a in pre[: sc.max_cpu_loras]:
+            A_i[L.AI_HOST, a] = 1
+    S_i[L.SI_HOSTCOUNT] = int(A_i[L.AI_HOST].sum())
+    # LRU order of the warm host cache: least popular is least recent
+    A_i[L.AI_HOSTLAST] = np.where(A_i[L.AI_HOST] == 1, A - np.argsort(np.argsort(-popularity(sc), kind="stable")), 0)
+
+    mb = sc.max_batch_size
+    arrays = dict(
+        ip=ip, fp=fp, R_i=R_i, R_f=R_f, A_i=A_i, A_f=A_f, a_list=a_list, S_i=S_i, S_f=S_f,
+        wq=np.zeros(n, np.int64), running=np.zeros(mb, np.int64), new_list=np.zeros(mb, np.int64),
+        res_list=res_list, heap_t=np.zeros(A, np.float64), heap_a=np.zeros(A, np.int64),
+        g_list=np.zeros(ip[L.IP_SCAN], np.int64), g_key=np.zeros(ip[L.IP_SCAN], np.float64),
+        ts=np.zeros((nb, L.TS_LEN), np.float64),
+        ev_t=np.zeros(ip[L.IP_MAX_EVENTS], np.float64),
+        ev_i=np.zeros((3, ip[L.IP_MAX_EVENTS]), np.int64),
+    )
+    return arrays
+
+
+def _run(sc: Scenario, wl: Workload):
+    arr = _build(sc, wl)
+    L.run_loop(arr["ip"], arr["fp"], arr["R_i"], arr["R_f"], arr["A_i"], arr["A_f"], arr["a_list"],
+               arr["S_i"], arr["S_f"], arr["wq"], arr["running"], arr["new_list"], arr["res_list"],
+               arr["heap_t"], arr["heap_a"], arr["g_list"], arr["g_key"], arr["ts"], arr["ev_t"],
+               arr["ev_i"])
+    return arr
+
+
+def simulate(scenario: Scenario, trace: Workload | None = None) -> SimResult:
+    """Run one scenario (optionally replaying a trace from ``workload.read_trace``)."""
+    if not isinstance(scenario, Scenario):
+        raise ValueError(f"scenario: expected engine.Scenario, got {type(scenario).__name__}")
+    sc = scenario.validate()
+    if trace is not None:
+        wl = trace
+        if wl.adapter.max(initial=0) >= sc.num_adapters:
+            raise ValueError(f"trace: adapter_id {int(wl.adapter.max())} >= num_adapters ({sc.num_adapters})")
+        keep = wl.arrival_s < sc.duration_s
+        wl = Workload(wl.arrival_s[keep], wl.adapter[keep], wl.prompt_tokens[keep], wl.output_tokens[keep])
+        arr = _run(sc, wl)
+    elif sc.arrival_process == "closed":
+        n = sc.concurrency * 16 + 1024
+        while True:
+            wl = generate(sc, n_closed=n)
+            arr = _run(sc, wl)
+            if not (arr["S_i"][L.SI_FLAGS] & L.FLAG_EXHAUSTED):
+                break
+            if n >= MAX_REQUESTS:
+                raise ValueError(
+                    f"duration_s: closed loop would issue more than {MAX_REQUESTS} requests in "
+                    f"{sc.duration_s} s; allowed: a shorter duration_s or fewer clients")
+            n = min(2 * n, MAX_REQUESTS)
+    else:
+        wl = generate(sc)
+        arr = _run(sc, wl)
+    return _result(sc, wl, arr)
+
+
+def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
+    R_i, R_f, S_i, S_f = arr["R_i"], arr["R_f"], arr["S_i"], arr["S_f"]
+    issued = R_i[L.RI_STATUS] != L.ST_FUTURE
+    arrival = R_f[L.RF_ARR][issued]
+    status = R_i[L.RI_STATUS][issued]
+    first = R_f[L.RF_FIRST][issued]
+    finish = R_f[L.RF_FINISH][issued]
+    admit = R_f[L.RF_ADMIT][issued]
+    out = R_i[L.RI_OUTPUT][issued]
+    lw = R_f[L.RF_LOADWAIT][issued] * 1e3
+    ttft = (first - arrival) * 1e3
+    sync = effective(sc)["load_mode"] == "sync"
+    prefill = (first - admit) * 1e3 - (lw if sync else 0.0)
+    queue = ttft - lw - prefill
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(out > 1, (finish - first) * 1e3 / (out - 1), np.nan)
+    req = pd.DataFrame({
+        "arrival_s": arrival,
+        "adapter": R_i[L.RI_ADAPTER][issued],
+        "prompt_tokens": R_i[L.RI_PROMPT][issued],
+        "output_tokens": out,
+        "queue_ms": queue,
+        "load_wait_ms": np.where(np.isnan(first), np.nan, lw),
+        "prefill_ms": prefill,
+        "ttft_ms": ttft,
+        "tpot_ms": tpot,
+        "e2e_ms": (finish - arrival) * 1e3,
+        "finish_s": finish,
+        "loaded": R_i[L.RI_LOADED][issued].astype(bool),
+        "tier": TIER_NAMES[R_i[L.RI_TIER][issued]],
+        "completed": status == L.ST_DONE,
+    })
+    end_t = float(S_f[L.SF_END_T])
+    nb = int(min(arr["ts"].shape[0], math.ceil(max(end_t, sc.duration_s) / arr["fp"][L.FP_BUCKET])))
+    bucket = arr["fp"][L.FP_BUCKET]
+    tsa = arr["ts"][:nb] / bucket
+    ts = pd.DataFrame({
+        "t_s": np.arange(nb) * bucket,
+        "queue_len": tsa[:, L.TS_QUEUE],
+        "batch_size": tsa[:, L.TS_BATCH],
+        "in_system": tsa[:, L.TS_IN_SYSTEM],
+        "resident_adapters": tsa[:, L.TS_RESIDENT],
+        "loads_in_flight": tsa[:, L.TS_LOADS],
+        "kv_used_frac": tsa[:, L.TS_KV_FRAC],
+        "gpu_busy_frac": tsa[:, L.TS_BUSY],
+        "adapter_bytes_resident": tsa[:, L.TS_ADAPTER_BYTES],
+        "kv_bytes_used": tsa[:, L.TS_KV_BYTES],
+    })
+    ne = int(S_i[L.SI_NEV])
+    ev = pd.DataFrame({
+        "t_s": arr["ev_t"][:ne],
+        "kind": EVENT_NAMES[arr["ev_i"][0, :ne]],
+        "adapter": arr["ev_i"][1, :ne],
+        "bytes": arr["ev_i"][2, :ne],
+    })
+    flags = int(S_i[L.SI_FLAGS])
+    counters = {
+        "loads_total": int(S_i[L.SI_LOADS]),
+        "disk_loads_total": int(S_i[L.SI_DISK_LOADS]),
+        "evictions_total": int(S_i[L.SI_EVICTS]),
+        "steps": int(S_i[L.SI_STEPS]),
+        "busy_s_in_window": float(S_f[L.SF_BUSY]),
+        "end_s": end_t,
+        "stopped_at_horizon": bool(flags & L.FLAG_HORIZON),
+        "deadlock": bool(flags & L.FLAG_DEADLOCK),
+        "events_truncated": bool(flags & L.FLAG_EVENTS_FULL),
+        "kv_blocks_total": int(arr["ip"][L.IP_KV_BLOCKS]),
+    }
+    summary = summarize(sc, req, counters)
+    return SimResult(scenario=sc, requests=req, timeseries=ts, summary=summary, events=ev)
+
+
+def compare(scenario: Scenario, strategies=None, replications: int = 5, metrics=None) -> pd.DataFrame:
+    """Mean and 95% CI of each summary metric per strategy over ``replications`` seeds.
+
+    Replication k uses seed ``scenario.seed + k`` for every strategy (common random numbers).
+    Returns one row per (strategy, metric) with columns mean, ci_low, ci_high, half_width, n.
+    """
+    from .metrics import mean_ci
+
+    strategies = list(strategies or [scenario.strategy])
+    for s in strategies:
+        if s not in STRATEGIES:
+            raise ValueError(f"strategies: unknown value {s!r}; allowed: {', '.join(STRATEGIES)}")
+    if not (isinstance(replications, int) and 1 <= replications <= 1000):
+        raise ValueError(f"replications: invalid value {replications!r}; allowed: an integer in [1, 1000]")
+    rows = []
+    for s in strategies:
+        for k in range(replications):
+            r = simulate(scenario.replace(strategy=s, seed=scenario.seed + k))
+            rows.append({"strategy": s, "replication": k, **r.summary})
+    df = pd.DataFrame(rows)
+    metric_cols = metrics or [c for c in df.columns if c not in ("strategy", "replication")
+                              and pd.api.types.is_numeric_dtype(df[c])]
+    out = []
+    for s, g in df.groupby("strategy", sort=False):
+        for mcol in metric_cols:
+            mean, lo, hi = mean_ci(g[mcol].to_numpy(dtype=float))
+            out.append({"strategy": s, "metric": mcol, "mean": mean, "ci_low": lo, "ci_high": hi,
+                        "half_width": (hi - lo) / 2 if np.isfinite(hi) else np.nan, "n": len(g)})
+    return pd.DataFrame(out)

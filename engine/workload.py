@@ -1,0 +1,167 @@
+"""Workload: the request stream, drawn with one random stream per activity.
+
+Common random numbers: the stream depends only on the scenario's workload fields
+and seed, never on the strategy, so policy comparisons are paired.  Every draw is
+sequential, so the first n requests of a longer draw equal a shorter draw.
+"""
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .scenario import Scenario
+
+# Order of the spawned child streams: one per activity.
+STREAM_ARRIVALS, STREAM_ADAPTERS, STREAM_PROMPT, STREAM_OUTPUT = range(4)
+
+
+@dataclass
+class Workload:
+    """Struct of arrays, one entry per request, in arrival order."""
+
+    arrival_s: np.ndarray      # float64; NaN for closed-loop requests (set in the loop)
+    adapter: np.ndarray        # int64
+    prompt_tokens: np.ndarray  # int64
+    output_tokens: np.ndarray  # int64
+    closed: bool = False
+
+    def __len__(self) -> int:
+        return len(self.adapter)
+
+
+def streams(seed: int) -> list[np.random.Generator]:
+    ss = np.random.SeedSequence(seed)
+    return [np.random.Generator(np.random.PCG64(s)) for s in ss.spawn(4)]
+
+
+def popularity(sc: Scenario) -> np.ndarray:
+    """Probability of each adapter (index 0 is the most popular)."""
+    n = sc.num_adapters
+    if sc.popularity == "zipf":
+        w = 1.0 / np.arange(1, n + 1, dtype=np.float64) ** sc.zipf_s
+        return w / w.sum()
+    # S-LoRA: adapter = floor(n * X), X ~ Power(alpha), P(X <= x) = x**alpha
+    edges = (np.arange(n + 1, dtype=np.float64) / n) ** sc.power_alpha
+    return np.diff(edges)
+
+
+def draw_adapters(sc: Scenario, rng: np.random.Generator, n: int) -> np.ndarray:
+    u = rng.random(n)
+    if sc.popularity == "power":
+        return np.minimum((sc.num_adapters * u ** (1.0 / sc.power_alpha)).astype(np.int64), sc.num_adapters - 1)
+    cdf = np.cumsum(popularity(sc))
+    cdf[-1] = 1.0
+    return np.searchsorted(cdf, u, side="right").astype(np.int64)
+
+
+def draw_lengths(sc: Scenario, mean: int, rng: np.random.Generator, n: int) -> np.ndarray:
+    lo, hi = sc.length_bounds(mean)
+    if sc.length_dist == "fixed":
+        return np.full(n, mean, dtype=np.int64)
+    if sc.length_dist == "uniform":
+        return rng.integers(lo, hi + 1, size=n, dtype=np.int64)
+    cv = sc.length_spread
+    if cv == 0:
+        return np.full(n, mean, dtype=np.int64)
+    sigma2 = math.log1p(cv * cv)
+    mu = math.log(mean) - sigma2 / 2
+    x = rng.lognormal(mu, math.sqrt(sigma2), size=n)
+    return np.clip(np.rint(x), lo, hi).astype(np.int64)
+
+
+def draw_arrivals(sc: Scenario, rng: np.random.Generator) -> np.ndarray:
+    """Arrival times in [0, duration_s), open loop."""
+    lam = sc.arrival_rate_rps
+    est = lam * sc.duration_s
+    chunk = int(est + 6 * math.sqrt(est) + 64)
+    gaps_parts = []
+    total = 0.0
+    while True:
+        if sc.arrival_process == "poisson":
+            g = rng.exponential(1.0 / lam, size=chunk)
+        else:  # gamma, cv given
+            k = 1.0 / (sc.arrival_cv ** 2)
+            g = rng.gamma(k, 1.0 / (lam * k), size=chunk)
+        gaps_parts.append(g)
+        total += g.sum()
+        if total >= sc.duration_s:
+            break
+    t = np.cumsum(np.concatenate(gaps_parts))
+    return t[t < sc.duration_s]
+
+
+def generate(sc: Scenario, n_closed: int = 0) -> Workload:
+    """Draw the request stream. Closed loop: ``n_closed`` requests, times set by the loop."""
+    rs = streams(sc.seed)
+    if sc.arrival_process == "closed":
+        n = n_closed
+        arr = np.full(n, np.nan)
+    else:
+        arr = draw_arrivals(sc, rs[STREAM_ARRIVALS])
+        n = len(arr)
+    return Workload(
+        arrival_s=arr,
+        adapter=draw_adapters(sc, rs[STREAM_ADAPTERS], n),
+        prompt_tokens=draw_lengths(sc, sc.prompt_tokens, rs[STREAM_PROMPT], n),
+        output_tokens=draw_lengths(sc, sc.output_tokens, rs[STREAM_OUTPUT], n),
+        closed=sc.arrival_process == "closed",
+    )
+
+
+TRACE_COLUMNS = ("arrival_s", "adapter_id", "prompt_tokens", "output_tokens")
+MAX_TRACE_ROWS = 1_000_000
+
+
+def read_trace(src, sc: Scenario) -> Workload:
+    """Read a trace CSV (``arrival_s, adapter_id, prompt_tokens, output_tokens``).
+
+    ``src`` is a path, a file-like object or CSV text.  Raises ValueError naming the
+    first bad row (1-based, counting the header as row 1) and column.
+    """
+    if isinstance(src, str) and "\n" in src:
+        src = io.StringIO(src)
+    try:
+        df = pd.read_csv(src, dtype=str, keep_default_na=False, nrows=MAX_TRACE_ROWS + 1)
+    except Exception as e:  # pandas raises many types for malformed CSV
+        raise ValueError(f"trace: not a readable CSV ({e})") from None
+    missing = [c for c in TRACE_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"trace: missing column(s) {', '.join(missing)}; required: {', '.join(TRACE_COLUMNS)}")
+    if len(df) == 0:
+        raise ValueError("trace: no rows")
+    if len(df) > MAX_TRACE_ROWS:
+        raise ValueError(f"trace: more than {MAX_TRACE_ROWS} rows; allowed: at most {MAX_TRACE_ROWS}")
+    arr = pd.to_numeric(df["arrival_s"], errors="coerce").to_numpy(np.float64)
+    ad = pd.to_numeric(df["adapter_id"], errors="coerce").to_numpy(np.float64)
+    pt = pd.to_numeric(df["prompt_tokens"], errors="coerce").to_numpy(np.float64)
+    ot = pd.to_numeric(df["output_tokens"], errors="coerce").to_numpy(np.float64)
+    kv_cap = sc.max_request_tokens()
+    checks = [
+        ("arrival_s", ~np.isfinite(arr) | (arr < 0), "a number >= 0"),
+        ("adapter_id", ~np.isfinite(ad) | (ad < 0) | (ad >= sc.num_adapters) | (ad != np.floor(ad)),
+         f"an integer in [0, {sc.num_adapters - 1}] (num_adapters)"),
+        ("prompt_tokens", ~np.isfinite(pt) | (pt < 1) | (pt != np.floor(pt)) | (pt > sc.max_batched_tokens),
+         f"an integer in [1, {sc.max_batched_tokens}]"),
+        ("output_tokens", ~np.isfinite(ot) | (ot < 1) | (ot != np.floor(ot)),
+         "an integer >= 1"),
+    ]
+    first = None
+    for col, mask, allowed in checks:
+        idx = np.flatnonzero(mask)
+        if len(idx) and (first is None or idx[0] < first[0]):
+            first = (idx[0], col, allowed)
+    too_long = np.flatnonzero(np.nan_to_num(pt) + np.nan_to_num(ot) > kv_cap)
+    if len(too_long) and (first is None or too_long[0] < first[0]):
+        first = (too_long[0], "prompt_tokens", f"prompt_tokens + output_tokens <= {kv_cap} (the scenario's longest request, which sizes the KV check)")
+    if first is None:
+        dec = np.flatnonzero(np.diff(arr) < 0)
+        if len(dec):
+            first = (dec[0] + 1, "arrival_s", "non-decreasing arrival times")
+    if first is not None:
+        i, col, allowed = first
+        raise ValueError(f"trace: row {i + 2}: {col}={df[col].iloc[i]!r}; allowed: {allowed}")
+    return Workload(arr, ad.astype(np.int64), pt.astype(np.int64), ot.astype(np.int64))
