@@ -38,7 +38,8 @@ AF_READY, AF_LOADSTART, AF_GOLDEST, AF_LEN = range(4)
 (SI_NRUN, SI_NWAIT, SI_KV_BLOCKS, SI_NRES, SI_NLOADING, SI_TICK, SI_HOSTCOUNT, SI_NDISTINCT,
  SI_LOADS, SI_DISK_LOADS, SI_EVICTS, SI_NEV, SI_STEPS, SI_FLAGS, SI_NISSUED, SI_REJECTS, SI_HEAPN,
  SI_WQTAIL, SI_LEN) = range(19)
-SF_PCIE_FREE, SF_DISK_FREE, SF_ADAPTER_BYTES, SF_BUSY, SF_END_T, SF_LEN = range(6)
+(SF_PCIE_FREE, SF_DISK_FREE, SF_ADAPTER_BYTES, SF_BUSY, SF_END_T, SF_PEAK_ADAPTER, SF_PEAK_KV,
+ SF_PEAK_TOTAL, SF_LEN) = range(9)
 # ---- request status
 ST_FUTURE, ST_WAITING, ST_RUNNING, ST_DONE = 0, 1, 2, 3
 # ---- adapter GPU state
@@ -352,6 +353,9 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
         if not closed:
             while next_arr < n and R_f[RF_ARR, next_arr] <= t:
                 _arrive(R_i, R_f, A_i, S_i, wq, next_arr, t)
+                # it arrived during the last step: count it as queued from its arrival
+                accum(ts, bucket, nb, R_f[RF_ARR, next_arr], t, TS_QUEUE, 1.0)
+                accum(ts, bucket, nb, R_f[RF_ARR, next_arr], t, TS_IN_SYSTEM, 1.0)
                 next_arr += 1
         # ---- finished async loads
         while S_i[SI_HEAPN] > 0 and heap_t[0] <= t:
@@ -481,6 +485,13 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                         break
                     r = R_i[RI_NEXT, r]
         loads_now = S_i[SI_LOADS] - loads_before
+        kvb = S_i[SI_KV_BLOCKS] * fp[FP_BLOCK_BYTES]
+        if S_f[SF_ADAPTER_BYTES] > S_f[SF_PEAK_ADAPTER]:
+            S_f[SF_PEAK_ADAPTER] = S_f[SF_ADAPTER_BYTES]
+        if kvb > S_f[SF_PEAK_KV]:
+            S_f[SF_PEAK_KV] = kvb
+        if kvb + S_f[SF_ADAPTER_BYTES] > S_f[SF_PEAK_TOTAL]:
+            S_f[SF_PEAK_TOTAL] = kvb + S_f[SF_ADAPTER_BYTES]
         n_run = S_i[SI_NRUN]
         waiting = S_i[SI_NWAIT]
         if n_run == 0:

@@ -298,6 +298,14 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
         "deadlock": bool(flags & L.FLAG_DEADLOCK),
         "events_truncated": bool(flags & L.FLAG_EVENTS_FULL),
         "kv_blocks_total": int(arr["ip"][L.IP_KV_BLOCKS]),
+        "peak_adapter_bytes": float(S_f[L.SF_PEAK_ADAPTER]),
+        "peak_kv_bytes": float(S_f[L.SF_PEAK_KV]),
+        "peak_gpu_dynamic_bytes": float(S_f[L.SF_PEAK_TOTAL]),
+        "adapter_capacity_bytes": float(arr["fp"][L.FP_ADAPTER_CAP]),
+        "kv_capacity_bytes": float(arr["ip"][L.IP_KV_BLOCKS] * arr["fp"][L.FP_BLOCK_BYTES]),
+        "pool_bytes": float(arr["fp"][L.FP_POOL]),
+        "memory_mode": effective(sc)["memory_mode"],
+        "load_mode": effective(sc)["load_mode"],
     }
     summary = summarize(sc, req, counters)
     return SimResult(scenario=sc, requests=req, timeseries=ts, summary=summary, events=ev)

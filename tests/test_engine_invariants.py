@@ -1,0 +1,194 @@
+"""Property-based invariants, determinism, thread safety and the seed-1 regime checks."""
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine import STRATEGIES, Scenario, presets, simulate
+from engine.costs import load_seconds
+
+
+@st.composite
+def scenarios(draw, strategies=tuple(STRATEGIES)):
+    model = draw(st.sampled_from(["llama-2-7b", "qwen2-1.5b", "llama-3.1-8b"]))
+    gpu = "a100-80gb"
+    ranks = draw(st.sampled_from([(), (8, 16), (8, 16, 32, 64)]))
+    rank = draw(st.sampled_from([8, 16, 32]))
+    n_adapters = draw(st.integers(1, 60))
+    base = Scenario(gpu=gpu, model=model, adapter_rank=rank, adapter_ranks=ranks, num_adapters=n_adapters)
+    amax = base.max_adapter_bytes() / presets.GIB
+    # budget between one adapter and ~30 of the largest
+    budget = amax * draw(st.floats(1.05, 30.0))
+    sc = base.replace(
+        strategy=draw(st.sampled_from(strategies)),
+        vram_budget_gb=budget,
+        gpu_mem_util=draw(st.sampled_from([0.9, 0.35])),
+        reserve_gb=1.0,
+        zipf_s=draw(st.floats(0.0, 1.5)),
+        arrival_rate_rps=draw(st.floats(1.0, 60.0)),
+        arrival_process=draw(st.sampled_from(["poisson", "gamma", "closed"])),
+        arrival_cv=draw(st.floats(0.5, 3.0)),
+        concurrency=draw(st.integers(1, 16)),
+        max_batch_size=draw(st.integers(1, 16)),
+        max_loras=draw(st.sampled_from([0, 0, 2, 4])),
+        max_cpu_loras=draw(st.sampled_from([0, 0, 5])),
+        host_warm=draw(st.booleans()),
+        prompt_tokens=draw(st.integers(1, 300)),
+        output_tokens=draw(st.integers(1, 40)),
+        length_dist=draw(st.sampled_from(["fixed", "uniform", "lognormal"])),
+        load_mode=draw(st.sampled_from(["sync", "async"])),
+        memory_mode=draw(st.sampled_from(["static", "unified"])),
+        service_mode=draw(st.sampled_from(["roofline", "fixed"])),
+        batch_window_ms=draw(st.floats(1.0, 50.0)),
+        duration_s=draw(st.floats(1.0, 6.0)),
+        warmup_s=0.0,
+        drain_s=600.0,
+        popularity=draw(st.sampled_from(["zipf", "power"])),
+        power_alpha=draw(st.floats(0.05, 1.0)),
+        seed=draw(st.integers(0, 10_000)),
+    )
+    if sc.max_vram_budget_gb() < sc.vram_budget_gb:
+        sc = sc.replace(vram_budget_gb=max(amax * 1.01, sc.max_vram_budget_gb() * 0.9))
+    return sc
+
+
+def _check_invariants(r):
+    req, s, sc = r.requests, r.summary, r.scenario
+    # every request completes (or is reported as not completed, with why)
+    if not req.completed.all():
+        assert s["stopped_at_horizon"] or s["deadlock"]
+    assert not s["deadlock"]
+    done = req[req.completed]
+    # no first token before arrival (plus its own load), no negative components
+    assert (done.ttft_ms >= -1e-9).all()
+    assert (done.load_wait_ms >= -1e-9).all() and (done.queue_ms >= -1e-6).all()
+    assert (done.prefill_ms >= -1e-6).all()
+    np.testing.assert_allclose(done.queue_ms + done.load_wait_ms + done.prefill_ms, done.ttft_ms, atol=1e-6)
+    sizes = np.asarray(sc.adapter_sizes())
+    min_load_ms = np.array([load_seconds(b, sc.pcie_gbps, sc.load_latency_ms) * 1e3 for b in sizes])
+    own = done[done.loaded]
+    assert (own.ttft_ms.to_numpy() + 1e-6 >= min_load_ms[own.adapter.to_numpy()]).all()
+    assert (done.finish_s >= done.arrival_s).all()
+    # memory: adapters plus KV never exceed their memory
+    if s["memory_mode"] == "static":
+        assert s["peak_adapter_bytes"] <= s["adapter_capacity_bytes"] + 1e-6
+        assert s["peak_kv_bytes"] <= s["kv_capacity_bytes"] + 1e-6
+    else:
+        assert s["peak_gpu_dynamic_bytes"] <= s["pool_bytes"] + 1e-6
+    # no adapter is evicted while a running request uses it
+    ev = r.events[r.events.kind == "evict"]
+    if len(ev) and len(done):
+        started = req.dropna(subset=["ttft_ms"])
+        admit_s = started.finish_s - started.e2e_ms / 1e3  # = arrival
+        for a, g in ev.groupby("adapter"):
+            rr = req[(req.adapter == a)]
+            # running interval: [admit, finish); admit >= arrival + queue
+            adm = (rr.arrival_s + rr.queue_ms / 1e3).to_numpy()
+            fin = rr.finish_s.fillna(np.inf).to_numpy()
+            for t in g.t_s.to_numpy():
+                inside = (adm < t - 1e-12) & (t < fin - 1e-12)
+                assert not inside.any(), f"adapter {a} evicted at {t} while in use"
+    # load/evict counts consistent
+    n_load = (r.events.kind == "load").sum()
+    if not s["events_truncated"]:
+        assert n_load == s["loads_total"]
+        assert req.loaded.sum() <= n_load
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_invariants_hold_on_random_scenarios(sc):
+    _check_invariants(simulate(sc))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(strategies=("naive",)), st.integers(1, 1_000_000))
+def test_oracle_never_loads_more_than_naive_or_hot_set(sc, seed):
+    """Serial service (batch 1, sync) gives every policy the same reference order."""
+    sc = sc.replace(max_batch_size=1, load_mode="sync", memory_mode="static", arrival_process="poisson",
+                    max_loras=0, seed=seed)
+    loads = {}
+    for s in ("naive", "hot_set", "oracle"):
+        try:
+            r = simulate(sc.replace(strategy=s))
+        except ValueError:
+            continue  # hot_set may not fit (no room for one pin plus a swap slot)
+        assert r.requests.completed.all()
+        loads[s] = r.summary["loads_total"]
+    assert loads["oracle"] <= loads["naive"]
+    if "hot_set" in loads:
+        assert loads["oracle"] <= loads["hot_set"]
+
+
+def test_determinism_same_seed_same_requests():
+    sc = Scenario.from_preset("default", duration_s=30.0, warmup_s=2.0, strategy="batch")
+    a, b = simulate(sc), simulate(sc)
+    pd.testing.assert_frame_equal(a.requests, b.requests)
+    pd.testing.assert_frame_equal(a.timeseries, b.timeseries)
+    c = simulate(sc.replace(seed=1))
+    assert not a.requests.arrival_s.equals(c.requests.arrival_s)
+
+
+def test_common_random_numbers_across_strategies():
+    sc = Scenario.from_preset("default", duration_s=30.0, warmup_s=2.0)
+    cols = ["arrival_s", "adapter", "prompt_tokens", "output_tokens"]
+    base = simulate(sc.replace(strategy="naive")).requests[cols]
+    for s in STRATEGIES:
+        pd.testing.assert_frame_equal(simulate(sc.replace(strategy=s)).requests[cols], base)
+
+
+def test_thread_safety_eight_threads_match_serial():
+    scs = [Scenario.from_preset("default", duration_s=40.0, warmup_s=2.0, strategy=s, seed=i)
+           for i, s in enumerate(list(STRATEGIES) + ["naive", "batch"])]
+    serial = [simulate(s).requests for s in scs]
+    out = [None] * len(scs)
+
+    def work(i):
+        out[i] = simulate(scs[i]).requests
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(scs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for a, b in zip(serial, out):
+        pd.testing.assert_frame_equal(a, b)
+
+
+def test_closed_loop_keeps_concurrency_clients_busy():
+    sc = Scenario.from_preset("default", arrival_process="closed", concurrency=8, duration_s=20.0,
+                              warmup_s=2.0, strategy="vllm")
+    r = simulate(sc)
+    ts = r.timeseries[(r.timeseries.t_s > 3) & (r.timeseries.t_s < 19)]
+    # every client always has exactly one request in the system
+    np.testing.assert_allclose(ts.in_system, 8.0, rtol=1e-6)
+
+
+# ---- the source simulator's headline regimes (see docs/findings.md for what holds and why)
+
+def _seed1(**kw):
+    return Scenario.from_preset("seed1-rtx3090", **{"duration_s": 30.0, "warmup_s": 3.0, **kw})
+
+
+def test_seed1_high_rate_batch_vs_naive_as_the_model_says():
+    """Source claim: at 64 req/s batch beats naive on TTFT and swap rate.
+
+    Our continuous-batching model does not reproduce it: holding arrivals for the
+    window costs ~window/2 of TTFT, and with ~100 resident slots a 25 ms window rarely
+    groups two requests for the same cold adapter, so swaps barely fall.  We assert
+    what the model does: batch's swap rate is within 10% of naive's and its mean TTFT
+    is higher (findings.md explains).
+    """
+    naive, batch = (simulate(_seed1(strategy=s)).summary for s in ("naive", "batch"))
+    assert batch["ttft_mean_ms"] > naive["ttft_mean_ms"]
+    assert abs(batch["swap_rate"] - naive["swap_rate"]) < 0.1 * naive["swap_rate"]
+
+
+def test_seed1_low_rate_zipf_hot_set_has_lowest_swap_rate():
+    """Source claim (holds): at 4 req/s with Zipf skew hot_set has the lowest swap rate of the three."""
+    rates = {s: simulate(_seed1(strategy=s, arrival_rate_rps=4.0, duration_s=120.0)).summary["swap_rate"]
+             for s in ("naive", "hot_set", "batch")}
+    assert rates["hot_set"] < rates["naive"] and rates["hot_set"] < rates["batch"]
