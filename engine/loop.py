@@ -19,9 +19,9 @@ from .policies import (EVICT_BELADY, ORDER_GROUPED, group_key, next_use,  # noqa
 
 # ---- integer parameters (ip)
 (IP_N, IP_A, IP_MAX_BATCH, IP_MAX_TOKENS, IP_SLOTS, IP_HOST_CAP, IP_KV_BLOCKS, IP_BLOCK_TOKENS,
- IP_ORDER, IP_EVICT, IP_WINDOW, IP_THRESHOLD, IP_ASYNC, IP_UNIFIED, IP_PREFETCH,
+ IP_ORDER, IP_EVICT, IP_STRICT, IP_WINDOW, IP_THRESHOLD, IP_ASYNC, IP_UNIFIED, IP_PREFETCH,
  IP_CLUSTER, IP_CLOSED, IP_CONC, IP_FIXED, IP_SCAN, IP_NBUCKETS, IP_MAX_EVENTS, IP_PAD_SLOTS,
- IP_LEN) = range(24)
+ IP_LEN) = range(25)
 # ---- float parameters (fp)
 (FP_DURATION, FP_HORIZON, FP_WINDOW, FP_MAX_WAIT, FP_PCIE_BPS, FP_DISK_BPS, FP_LOAD_LAT,
  FP_DISK_LAT, FP_ADAPTER_CAP, FP_POOL, FP_BLOCK_BYTES, FP_WEIGHT_BYTES, FP_PARAMS, FP_FLOPS,
@@ -52,7 +52,7 @@ FLAG_HORIZON, FLAG_DEADLOCK, FLAG_EXHAUSTED, FLAG_EVENTS_FULL = 1, 2, 4, 8
 (TS_QUEUE, TS_BATCH, TS_RESIDENT, TS_LOADS, TS_KV_FRAC, TS_BUSY, TS_IN_SYSTEM, TS_ADAPTER_BYTES,
  TS_KV_BYTES, TS_LEN) = range(10)
 # ---- events
-EV_LOAD, EV_EVICT, EV_REJECT = 0, 1, 2
+EV_LOAD, EV_EVICT = 0, 1
 
 _INF = 1e300
 
@@ -294,15 +294,11 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, heap_t, h
 
 @njit(cache=True, nogil=True)
 def _prefetch(ip, fp, R_i, A_i, A_f, S_i, S_f, res_list, a_list, heap_t, heap_a, ev_t, ev_i, t, r):
-    """Async prefetch for a queued request: load its adapter if room exists without
-    evicting an adapter someone waits for."""
+    """Async prefetch for a queued request: load its adapter if room can be made by
+    evicting only adapters nobody waits for."""
     a = R_i[RI_ADAPTER, r]
     if A_i[AI_STATE, a] != AS_ABSENT:
         return
-    if ip[IP_UNIFIED] and S_f[SF_ADAPTER_BYTES] + A_i[AI_BYTES, a] + (S_i[SI_KV_BLOCKS] + R_i[RI_BLOCKS, r]) * fp[FP_BLOCK_BYTES] > fp[FP_POOL]:
-        # keep room for the request's own KV
-        if not _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, ev_t, ev_i, t, a, True):
-            return
     if not _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, ev_t, ev_i, t, a, True):
         return
     _issue_load(ip, fp, A_i, A_f, S_i, S_f, res_list, heap_t, heap_a, ev_t, ev_i, t, a)
@@ -427,6 +423,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                         prefetch_only = True
                         continue
                     break
+                elif ip[IP_STRICT]:
+                    break
         else:
             # group released waiting requests by adapter (linked lists through RI_NEXT)
             ng = 0
@@ -526,11 +524,9 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 rd = A_f[AF_READY, R_i[RI_ADAPTER, rr]]
                 if rd > start:
                     start = rd
+            # the whole stall is adapter-load wait for every request starting in this step
             for k in range(n_new):
-                rr = new_list[k]
-                rd = A_f[AF_READY, R_i[RI_ADAPTER, rr]]
-                if rd > t:
-                    R_f[RF_LOADWAIT, rr] = rd - t
+                R_f[RF_LOADWAIT, new_list[k]] = start - t
         # step cost inputs
         p_tokens = 0.0
         attn_prefill = 0.0

@@ -40,7 +40,7 @@ def summarize(sc, req: pd.DataFrame, counters: dict) -> dict:
         "e2e_p99_ms": _pct(done["e2e_ms"].to_numpy(), 99),
         "throughput_req_s": float(in_win.sum() / window),
         "throughput_tok_s": float(req["output_tokens"].to_numpy()[in_win].sum() / window),
-        "swap_rate": float(r["loaded"].sum() / n_done) if n_done else math.nan,
+        "swap_rate": float(done["loaded"].sum() / n_done) if n_done else math.nan,
         "swap_share_of_ttft": float(done["load_wait_ms"].sum() / ttft_sum) if ttft_sum > 0 else 0.0,
         "gpu_busy_frac": counters["busy_s_in_window"] / window,
         "hit_rate_gpu": float(1.0 - r["loaded"].mean()) if n_req else math.nan,

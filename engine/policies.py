@@ -27,6 +27,7 @@ class Policy:
     description: str
     order: int = ORDER_FCFS
     evict: int = EVICT_LRU
+    strict_fcfs: bool = False        # stop at the first waiting request that cannot start now
     window: bool = False             # hold arrivals until the next batch-window boundary
     threshold: int = 1               # min waiting requests before loading a non-resident adapter
     pins_hot_set: bool = False       # pin the most popular adapters before t = 0
@@ -41,11 +42,12 @@ class Policy:
 
 
 STRATEGIES: dict[str, Policy] = {p.name: p for p in [
-    Policy("naive", "FCFS as soon as possible (a request whose adapter cannot get room now is "
-           "passed over, not blocking others); on a miss load the adapter, evict the least recently used; "
-           "no grouping by adapter, no preloading"),
+    Policy("naive", "strict FCFS as soon as possible: on a miss load the adapter and evict the least "
+           "recently used; the queue head waits for its adapter and blocks those behind it; no grouping "
+           "by adapter, no preloading", strict_fcfs=True),
     Policy("hot_set", "pin the hot_set_k most popular adapters before t = 0; the rest swap (LRU) "
-           "through the remaining space; FCFS", pins_hot_set=True),
+           "through the remaining space; FCFS, a request whose adapter cannot get room now is passed "
+           "over", pins_hot_set=True),
     Policy("batch", "batch-by-adapter: hold arrivals for batch_window_ms, group them by adapter, "
            "admit whole groups (resident groups first, then oldest; groups older than max_wait_ms "
            "first); evict adapters nobody waits for", order=ORDER_GROUPED, window=True,
@@ -55,7 +57,7 @@ STRATEGIES: dict[str, Policy] = {p.name: p for p in [
            "cache; loads stall the step", load_mode="sync"),
     Policy("oracle", "Belady's offline-optimal eviction (evict the adapter needed furthest in the "
            "future) on the FCFS order, budget prefilled with the most popular adapters: a lower "
-           "bound on loads", evict=EVICT_BELADY, preload_all=True),
+           "bound on loads", evict=EVICT_BELADY, preload_all=True, strict_fcfs=True),
     Policy("slora", "S-LoRA: one unified pool for adapters and KV, asynchronous prefetch of the "
            "adapters of queued requests, FCFS with skip, adapter clustering (prefer adapters "
            "already in the batch once it holds 8)", load_mode="async", memory_mode="unified",

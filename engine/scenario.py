@@ -180,8 +180,12 @@ class Scenario:
     def max_vram_budget_gb(self) -> float:
         """Largest adapter budget that leaves room for one longest request's KV."""
         plan = self.memory_plan()
-        need_kv = self.max_request_tokens() * presets.kv_bytes_per_token(self.model_spec)
-        return max(0.0, (plan["usable"] - plan["weights"] - plan["reserve"] - need_kv) / presets.GIB)
+        return max(0.0, (plan["usable"] - plan["weights"] - plan["reserve"] - self.max_request_kv_bytes()) / presets.GIB)
+
+    def max_request_kv_bytes(self) -> int:
+        """KV bytes one longest request reserves (whole blocks)."""
+        blocks = -(-self.max_request_tokens() // self.kv_block_tokens)
+        return blocks * self.kv_block_tokens * presets.kv_bytes_per_token(self.model_spec)
 
     def length_bounds(self, mean: int) -> tuple[int, int]:
         """Smallest and largest length the length distribution can draw."""
@@ -287,7 +291,7 @@ class Scenario:
                 f"vram_budget_gb: invalid value {self.vram_budget_gb}; allowed: at least "
                 f"{amax / presets.GIB:.3f} GiB, the size of the largest adapter (rank "
                 f"{max(set(self.adapter_ranks) or {self.adapter_rank})}, {amax / presets.MIB:.1f} MiB)")
-        if self.memory_mode == "unified" and amax > plan["adapters"] + plan["kv"] - self.max_request_tokens() * presets.kv_bytes_per_token(m):
+        if self.memory_mode == "unified" and amax > plan["adapters"] + plan["kv"] - self.max_request_kv_bytes():
             raise ValueError(
                 f"vram_budget_gb: invalid value {self.vram_budget_gb}; allowed: a budget whose pool holds "
                 f"the largest adapter and one request's KV")

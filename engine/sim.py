@@ -19,7 +19,7 @@ from .scenario import MAX_REQUESTS, Scenario
 from .workload import Workload, generate, popularity
 
 TIER_NAMES = np.array(["gpu", "cpu", "disk"])
-EVENT_NAMES = np.array(["load", "evict", "reject"])
+EVENT_NAMES = np.array(["load", "evict"])
 MAX_EVENTS = 2_000_000
 
 
@@ -77,6 +77,7 @@ def _build(sc: Scenario, wl: Workload):
     ip[L.IP_BLOCK_TOKENS] = sc.kv_block_tokens
     ip[L.IP_ORDER] = pol.order
     ip[L.IP_EVICT] = pol.evict
+    ip[L.IP_STRICT] = int(pol.strict_fcfs)
     ip[L.IP_WINDOW] = int(pol.window)
     ip[L.IP_THRESHOLD] = pol.threshold
     ip[L.IP_ASYNC] = int(eff["load_mode"] == "async")
@@ -168,6 +169,7 @@ def _build(sc: Scenario, wl: Workload):
     # host cache: warm = filled at server start, most popular first (GPU-preloaded ones first)
     if sc.host_warm:
         cap = sc.max_cpu_loras or A
+        A_i[L.AI_HOST] = 0
         rest = [int(a) for a in np.argsort(-popularity(sc), kind="stable") if A_i[L.AI_HOST, a] == 0]
         for a in (pre + rest)[:cap]:
             A_i[L.AI_HOST, a] = 1
@@ -260,7 +262,7 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
         "e2e_ms": (finish - arrival) * 1e3,
         "finish_s": finish,
         "loaded": R_i[L.RI_LOADED][issued].astype(bool),
-        "tier": TIER_NAMES[R_i[L.RI_TIER][issued]],
+        "tier": pd.Categorical.from_codes(R_i[L.RI_TIER][issued], categories=list(TIER_NAMES)),
         "completed": status == L.ST_DONE,
     })
     end_t = float(S_f[L.SF_END_T])
@@ -282,7 +284,7 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
     ne = int(S_i[L.SI_NEV])
     ev = pd.DataFrame({
         "t_s": arr["ev_t"][:ne],
-        "kind": EVENT_NAMES[arr["ev_i"][0, :ne]],
+        "kind": pd.Categorical.from_codes(arr["ev_i"][0, :ne], categories=list(EVENT_NAMES)),
         "adapter": arr["ev_i"][1, :ne],
         "bytes": arr["ev_i"][2, :ne],
     })

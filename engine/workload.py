@@ -39,7 +39,7 @@ def streams(seed: int) -> list[np.random.Generator]:
 
 
 def popularity(sc: Scenario) -> np.ndarray:
-    """Probability of each adapter (index 0 is the most popular)."""
+    """Probability of each adapter (Zipf: index 0 is the most popular)."""
     n = sc.num_adapters
     if sc.popularity == "zipf":
         w = 1.0 / np.arange(1, n + 1, dtype=np.float64) ** sc.zipf_s
