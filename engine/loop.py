@@ -14,32 +14,34 @@ import numpy as np
 from numba import njit
 
 from .costs import step_seconds
-from .policies import (EVICT_BELADY, ORDER_GROUPED, group_key, next_use,  # noqa: F401
-                       pick_victim)
+from .memory import ext_alloc, ext_free, fragmentation
+from .policies import (EVICT_BELADY, EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key,  # noqa: F401
+                       next_use, pick_victim)
 
 # ---- integer parameters (ip)
 (IP_N, IP_A, IP_MAX_BATCH, IP_MAX_TOKENS, IP_SLOTS, IP_HOST_CAP, IP_KV_BLOCKS, IP_BLOCK_TOKENS,
  IP_ORDER, IP_EVICT, IP_STRICT, IP_WINDOW, IP_THRESHOLD, IP_ASYNC, IP_UNIFIED, IP_PREFETCH,
  IP_CLUSTER, IP_CLOSED, IP_CONC, IP_FIXED, IP_SCAN, IP_NBUCKETS, IP_MAX_EVENTS, IP_PAD_SLOTS,
- IP_LEN) = range(25)
+ IP_CONTIG, IP_ARENA, IP_MEAN_BLOCKS, IP_LEN) = range(28)
 # ---- float parameters (fp)
 (FP_DURATION, FP_HORIZON, FP_WINDOW, FP_MAX_WAIT, FP_PCIE_BPS, FP_DISK_BPS, FP_LOAD_LAT,
  FP_DISK_LAT, FP_ADAPTER_CAP, FP_POOL, FP_BLOCK_BYTES, FP_WEIGHT_BYTES, FP_PARAMS, FP_FLOPS,
  FP_BW, FP_ATTN, FP_KV_TOK, FP_OVERHEAD, FP_LORA_ADAPTER, FP_LORA_SLOT, FP_PREFILL_TOK,
  FP_DECODE_STEP, FP_BUCKET, FP_WARMUP, FP_LEN) = range(25)
 # ---- per-request ints / floats
-RI_ADAPTER, RI_PROMPT, RI_OUTPUT, RI_STATUS, RI_GEN, RI_LOADED, RI_TIER, RI_BLOCKS, RI_NEXT, RI_LEN = range(10)
+(RI_ADAPTER, RI_PROMPT, RI_OUTPUT, RI_STATUS, RI_GEN, RI_LOADED, RI_TIER, RI_BLOCKS, RI_NEXT, RI_KVSTART,
+ RI_REJECTED, RI_LEN) = range(12)
 RF_ARR, RF_ADMIT, RF_FIRST, RF_FINISH, RF_LOADWAIT, RF_LEN = range(6)
 # ---- per-adapter ints / floats
 (AI_BYTES, AI_STATE, AI_PINNED, AI_REF, AI_WAIT, AI_HOST, AI_HOSTLAST, AI_LAST, AI_RESPOS,
- AI_CUR, AI_PTR, AI_END, AI_GMARK, AI_GHEAD, AI_GTAIL, AI_GCOUNT, AI_LEN) = range(17)
+ AI_CUR, AI_PTR, AI_END, AI_GMARK, AI_GHEAD, AI_GTAIL, AI_GCOUNT, AI_MEMBYTES, AI_EXTSTART, AI_LEN) = range(19)
 AF_READY, AF_LOADSTART, AF_GOLDEST, AF_LEN = range(4)
 # ---- scalar state
 (SI_NRUN, SI_NWAIT, SI_KV_BLOCKS, SI_NRES, SI_NLOADING, SI_TICK, SI_HOSTCOUNT, SI_NDISTINCT,
  SI_LOADS, SI_DISK_LOADS, SI_EVICTS, SI_NEV, SI_STEPS, SI_FLAGS, SI_NISSUED, SI_REJECTS, SI_HEAPN,
- SI_WQTAIL, SI_LEN) = range(19)
+ SI_WQTAIL, SI_NFREE, SI_COMPACTS, SI_LEN) = range(21)
 (SF_PCIE_FREE, SF_DISK_FREE, SF_ADAPTER_BYTES, SF_BUSY, SF_END_T, SF_PEAK_ADAPTER, SF_PEAK_KV,
- SF_PEAK_TOTAL, SF_LEN) = range(9)
+ SF_PEAK_TOTAL, SF_STALL, SF_FRAG_INT, SF_COMPACT_BYTES, SF_LEN) = range(12)
 # ---- request status
 ST_FUTURE, ST_WAITING, ST_RUNNING, ST_DONE = 0, 1, 2, 3
 # ---- adapter GPU state
@@ -50,9 +52,9 @@ TIER_GPU, TIER_CPU, TIER_DISK = 0, 1, 2
 FLAG_HORIZON, FLAG_DEADLOCK, FLAG_EXHAUSTED, FLAG_EVENTS_FULL = 1, 2, 4, 8
 # ---- time series columns
 (TS_QUEUE, TS_BATCH, TS_RESIDENT, TS_LOADS, TS_KV_FRAC, TS_BUSY, TS_IN_SYSTEM, TS_ADAPTER_BYTES,
- TS_KV_BYTES, TS_LEN) = range(10)
+ TS_KV_BYTES, TS_FRAG, TS_LEN) = range(11)
 # ---- events
-EV_LOAD, EV_EVICT = 0, 1
+EV_LOAD, EV_EVICT, EV_COMPACT, EV_REJECT = 0, 1, 2, 3
 
 _INF = 1e300
 
@@ -113,6 +115,15 @@ def accum(ts, bucket_s, nb, t0, t1, col, value):
 
 
 @njit(cache=True, nogil=True)
+def _window_add(S_f, k, t0, t1, w0, w1, value):
+    """S_f[k] += value x overlap of [t0, t1) with the measurement window [w0, w1)."""
+    lo = t0 if t0 > w0 else w0
+    hi = t1 if t1 < w1 else w1
+    if hi > lo:
+        S_f[k] += value * (hi - lo)
+
+
+@njit(cache=True, nogil=True)
 def _event(S_i, ev_t, ev_i, max_ev, t, kind, a, nbytes):
     k = S_i[SI_NEV]
     if k < max_ev:
@@ -145,35 +156,39 @@ def _res_remove(A_i, res_list, S_i, a):
 
 
 @njit(cache=True, nogil=True)
-def _evict(ip, A_i, S_i, S_f, res_list, ev_t, ev_i, t, a):
+def _evict(ip, fp, A_i, S_i, S_f, res_list, fl, ev_t, ev_i, t, a):
     _res_remove(A_i, res_list, S_i, a)
     A_i[AI_STATE, a] = AS_ABSENT
-    S_f[SF_ADAPTER_BYTES] -= A_i[AI_BYTES, a]
+    S_f[SF_ADAPTER_BYTES] -= A_i[AI_MEMBYTES, a]
+    if ip[IP_CONTIG] and ip[IP_UNIFIED]:
+        S_i[SI_NFREE] = ext_free(fl, S_i[SI_NFREE], A_i[AI_EXTSTART, a],
+                                 A_i[AI_MEMBYTES, a] // int(fp[FP_BLOCK_BYTES]))
+        A_i[AI_EXTSTART, a] = -1
     S_i[SI_EVICTS] += 1
     _event(S_i, ev_t, ev_i, ip[IP_MAX_EVENTS], t, EV_EVICT, a, A_i[AI_BYTES, a])
 
 
 @njit(cache=True, nogil=True)
-def _adapter_room(ip, fp, A_i, S_i, S_f, a):
-    """Does adapter a fit now (slots and bytes)?"""
+def _adapter_room(ip, fp, A_i, S_i, S_f, a, extra):
+    """Does adapter a fit now (slots and bytes), with ``extra`` bytes of KV still to come (unified)?"""
     if ip[IP_SLOTS] > 0 and S_i[SI_NRES] >= ip[IP_SLOTS]:
         return False
-    used = S_f[SF_ADAPTER_BYTES] + A_i[AI_BYTES, a]
+    used = S_f[SF_ADAPTER_BYTES] + A_i[AI_MEMBYTES, a]
     if ip[IP_UNIFIED]:
-        return used + S_i[SI_KV_BLOCKS] * fp[FP_BLOCK_BYTES] <= fp[FP_POOL]
+        return used + S_i[SI_KV_BLOCKS] * fp[FP_BLOCK_BYTES] + extra <= fp[FP_POOL]
     return used <= fp[FP_ADAPTER_CAP]
 
 
 @njit(cache=True, nogil=True)
-def _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, ev_t, ev_i, t, a, need_idle):
-    """Evict until adapter a fits; False if it cannot."""
-    while not _adapter_room(ip, fp, A_i, S_i, S_f, a):
+def _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, a, need_idle, extra):
+    """Evict until adapter a (plus ``extra`` KV bytes in unified memory) fits; False if it cannot."""
+    while not _adapter_room(ip, fp, A_i, S_i, S_f, a, extra):
         v = pick_victim(ip[IP_EVICT], need_idle, res_list, S_i[SI_NRES], A_i[AI_STATE], A_i[AI_PINNED],
                         A_i[AI_REF], A_i[AI_WAIT], A_i[AI_LAST], A_i[AI_CUR], A_i[AI_PTR], A_i[AI_END],
-                        a_list, R_i[RI_STATUS])
+                        a_list, R_i[RI_STATUS], a)
         if v < 0:
             return False
-        _evict(ip, A_i, S_i, S_f, res_list, ev_t, ev_i, t, v)
+        _evict(ip, fp, A_i, S_i, S_f, res_list, fl, ev_t, ev_i, t, v)
     return True
 
 
@@ -198,7 +213,7 @@ def _host_touch(ip, A_i, S_i, a):
 
 
 @njit(cache=True, nogil=True)
-def _issue_load(ip, fp, A_i, A_f, S_i, S_f, res_list, heap_t, heap_a, ev_t, ev_i, t, a):
+def _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, heap_a, ev_t, ev_i, t, a):
     """Start loading adapter a (room already made). Returns its completion time."""
     nbytes = A_i[AI_BYTES, a]
     ready = t
@@ -212,7 +227,11 @@ def _issue_load(ip, fp, A_i, A_f, S_i, S_f, res_list, heap_t, heap_a, ev_t, ev_i
     done = s + fp[FP_LOAD_LAT] + nbytes / fp[FP_PCIE_BPS]
     S_f[SF_PCIE_FREE] = done
     _res_add(A_i, res_list, S_i, a)
-    S_f[SF_ADAPTER_BYTES] += nbytes
+    S_f[SF_ADAPTER_BYTES] += A_i[AI_MEMBYTES, a]
+    if ip[IP_CONTIG] and ip[IP_UNIFIED]:
+        A_i[AI_EXTSTART, a] = -1  # not placed yet: a compaction inside _ext_take must skip it
+        A_i[AI_EXTSTART, a] = _ext_take(ip, fp, R_i, A_i, S_i, S_f, running, res_list, fl, ev_t, ev_i, t,
+                                        A_i[AI_MEMBYTES, a] // int(fp[FP_BLOCK_BYTES]))
     A_f[AF_LOADSTART, a] = t
     A_f[AF_READY, a] = done
     S_i[SI_LOADS] += 1
@@ -226,12 +245,98 @@ def _issue_load(ip, fp, A_i, A_f, S_i, S_f, res_list, heap_t, heap_a, ev_t, ev_i
     return done
 
 
+@njit(cache=True, nogil=True)
+def _reject(ip, fp, R_i, S_i, ev_t, ev_i, t, r):
+    """Count a request refused admission for lack of KV memory (once per request)."""
+    if R_i[RI_REJECTED, r] == 0:
+        R_i[RI_REJECTED, r] = 1
+        S_i[SI_REJECTS] += 1
+        _event(S_i, ev_t, ev_i, ip[IP_MAX_EVENTS], t, EV_REJECT, R_i[RI_ADAPTER, r],
+               R_i[RI_BLOCKS, r] * int(fp[FP_BLOCK_BYTES]))
+
+
+@njit(cache=True, nogil=True)
+def _compact(ip, fp, R_i, A_i, S_i, S_f, running, res_list, fl, ev_t, ev_i, t):
+    """Slide every live extent to the front of the arena; the GPU pays 2 x moved bytes / bandwidth."""
+    nr = S_i[SI_NRUN]
+    na = S_i[SI_NRES] if ip[IP_UNIFIED] else 0
+    m = nr + na
+    starts = np.empty(m, np.int64)
+    lens = np.empty(m, np.int64)
+    kind = np.empty(m, np.int64)   # >= 0: request index, < 0: -(adapter + 1)
+    k = 0
+    bb = int(fp[FP_BLOCK_BYTES])
+    for j in range(nr):
+        r = running[j]
+        if R_i[RI_KVSTART, r] >= 0:
+            starts[k] = R_i[RI_KVSTART, r]
+            lens[k] = R_i[RI_BLOCKS, r]
+            kind[k] = r
+            k += 1
+    for j in range(na):
+        a = res_list[j]
+        if A_i[AI_EXTSTART, a] >= 0:
+            starts[k] = A_i[AI_EXTSTART, a]
+            lens[k] = A_i[AI_MEMBYTES, a] // bb
+            kind[k] = -(a + 1)
+            k += 1
+    order = np.argsort(starts[:k])
+    pos = 0
+    moved = 0
+    for jj in range(k):
+        j = order[jj]
+        if starts[j] != pos:
+            moved += lens[j]
+            if kind[j] >= 0:
+                R_i[RI_KVSTART, kind[j]] = pos
+            else:
+                A_i[AI_EXTSTART, -kind[j] - 1] = pos
+        pos += lens[j]
+    fl[0, 0] = pos
+    fl[1, 0] = ip[IP_ARENA] - pos
+    S_i[SI_NFREE] = 1 if ip[IP_ARENA] > pos else 0
+    nbytes = moved * fp[FP_BLOCK_BYTES]
+    S_f[SF_STALL] += 2.0 * nbytes / fp[FP_BW]
+    S_f[SF_COMPACT_BYTES] += nbytes
+    S_i[SI_COMPACTS] += 1
+    _event(S_i, ev_t, ev_i, ip[IP_MAX_EVENTS], t, EV_COMPACT, -1, int(nbytes))
+
+
+@njit(cache=True, nogil=True)
+def _ext_take(ip, fp, R_i, A_i, S_i, S_f, running, res_list, fl, ev_t, ev_i, t, need):
+    """Allocate `need` contiguous blocks, compacting first if no extent is large enough.
+    The caller has checked that enough memory is free in total."""
+    s, nf = ext_alloc(fl, S_i[SI_NFREE], need)
+    S_i[SI_NFREE] = nf
+    if s < 0:
+        _compact(ip, fp, R_i, A_i, S_i, S_f, running, res_list, fl, ev_t, ev_i, t)
+        s, nf = ext_alloc(fl, S_i[SI_NFREE], need)
+        S_i[SI_NFREE] = nf
+    return s
+
+
+@njit(cache=True, nogil=True)
+def _frag_now(ip, R_i, wq, wq_head, wq_tail, fl, S_i):
+    """Fragmentation against the next waiting request (or the mean request) right now."""
+    if not ip[IP_CONTIG]:
+        return 0.0
+    need = ip[IP_MEAN_BLOCKS]
+    i = wq_head
+    while i < wq_tail:
+        r = wq[i]
+        if R_i[RI_STATUS, r] == ST_WAITING:
+            need = R_i[RI_BLOCKS, r]
+            break
+        i += 1
+    return fragmentation(fl, S_i[SI_NFREE], need)
+
+
 # admission outcomes
 ADM_OK, ADM_STOP, ADM_WAIT, ADM_NOSLOT = 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True)
-def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, heap_t, heap_a, ev_t, ev_i,
+def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a, ev_t, ev_i,
                running, new_list, t, r, tokens_used, threshold_ok):
     """Try to start request r in this step.
 
@@ -246,13 +351,16 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, heap_t, h
     if ip[IP_UNIFIED]:
         need = (S_i[SI_KV_BLOCKS] + blocks) * fp[FP_BLOCK_BYTES]
         while S_f[SF_ADAPTER_BYTES] + need > fp[FP_POOL]:
-            v = pick_victim(ip[IP_EVICT], True, res_list, S_i[SI_NRES], A_i[AI_STATE], A_i[AI_PINNED],
+            # KV reclaims any unused adapter, those nobody waits for first
+            v = pick_victim(EVICT_LRU_IDLE_FIRST, False, res_list, S_i[SI_NRES], A_i[AI_STATE], A_i[AI_PINNED],
                             A_i[AI_REF], A_i[AI_WAIT], A_i[AI_LAST], A_i[AI_CUR], A_i[AI_PTR],
-                            A_i[AI_END], a_list, R_i[RI_STATUS])
-            if v < 0 or v == a:
+                            A_i[AI_END], a_list, R_i[RI_STATUS], a)
+            if v < 0:
+                _reject(ip, fp, R_i, S_i, ev_t, ev_i, t, r)
                 return ADM_STOP
-            _evict(ip, A_i, S_i, S_f, res_list, ev_t, ev_i, t, v)
+            _evict(ip, fp, A_i, S_i, S_f, res_list, fl, ev_t, ev_i, t, v)
     elif S_i[SI_KV_BLOCKS] + blocks > ip[IP_KV_BLOCKS]:
+        _reject(ip, fp, R_i, S_i, ev_t, ev_i, t, r)
         return ADM_STOP
     st = A_i[AI_STATE, a]
     if st == AS_LOADING:
@@ -260,11 +368,13 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, heap_t, h
     if st == AS_ABSENT:
         if not threshold_ok:
             return ADM_NOSLOT
-        if not _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, ev_t, ev_i, t, a, False):
+        if not _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, a, False,
+                          blocks * fp[FP_BLOCK_BYTES]):
             return ADM_NOSLOT
-        if ip[IP_UNIFIED] and S_f[SF_ADAPTER_BYTES] + A_i[AI_BYTES, a] + (S_i[SI_KV_BLOCKS] + blocks) * fp[FP_BLOCK_BYTES] > fp[FP_POOL]:
+        if ip[IP_UNIFIED] and S_f[SF_ADAPTER_BYTES] + A_i[AI_MEMBYTES, a] + (S_i[SI_KV_BLOCKS] + blocks) * fp[FP_BLOCK_BYTES] > fp[FP_POOL]:
+            _reject(ip, fp, R_i, S_i, ev_t, ev_i, t, r)
             return ADM_STOP
-        _issue_load(ip, fp, A_i, A_f, S_i, S_f, res_list, heap_t, heap_a, ev_t, ev_i, t, a)
+        _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, heap_a, ev_t, ev_i, t, a)
         R_i[RI_LOADED, r] = 1
         if ip[IP_ASYNC]:
             return ADM_WAIT
@@ -279,6 +389,9 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, heap_t, h
                 s = R_f[RF_ARR, r]
             R_f[RF_LOADWAIT, r] = ready - s
     S_i[SI_KV_BLOCKS] += blocks
+    if ip[IP_CONTIG]:
+        R_i[RI_KVSTART, r] = -1  # not placed yet: a compaction inside _ext_take must skip it
+        R_i[RI_KVSTART, r] = _ext_take(ip, fp, R_i, A_i, S_i, S_f, running, res_list, fl, ev_t, ev_i, t, blocks)
     if A_i[AI_REF, a] == 0:
         S_i[SI_NDISTINCT] += 1
     A_i[AI_REF, a] += 1
@@ -293,15 +406,15 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, heap_t, h
 
 
 @njit(cache=True, nogil=True)
-def _prefetch(ip, fp, R_i, A_i, A_f, S_i, S_f, res_list, a_list, heap_t, heap_a, ev_t, ev_i, t, r):
+def _prefetch(ip, fp, R_i, A_i, A_f, S_i, S_f, res_list, a_list, running, fl, heap_t, heap_a, ev_t, ev_i, t, r):
     """Async prefetch for a queued request: load its adapter if room can be made by
     evicting only adapters nobody waits for."""
     a = R_i[RI_ADAPTER, r]
     if A_i[AI_STATE, a] != AS_ABSENT:
         return
-    if not _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, ev_t, ev_i, t, a, True):
+    if not _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, a, True, 0.0):
         return
-    _issue_load(ip, fp, A_i, A_f, S_i, S_f, res_list, heap_t, heap_a, ev_t, ev_i, t, a)
+    _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, heap_a, ev_t, ev_i, t, a)
     R_i[RI_LOADED, r] = 1
 
 
@@ -325,7 +438,7 @@ def _arrive(R_i, R_f, A_i, S_i, wq, r, t):
 
 @njit(cache=True, nogil=True)
 def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list, res_list,
-             heap_t, heap_a, g_list, g_key, ts, ev_t, ev_i):
+             heap_t, heap_a, g_list, g_key, ts, ev_t, ev_i, fl):
     """Simulate until all work is done or the horizon passes. Mutates its arguments."""
     n = ip[IP_N]
     nb = ip[IP_NBUCKETS]
@@ -385,7 +498,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 scanned += 1
                 if A_i[AI_REF, R_i[RI_ADAPTER, r]] == 0:
                     continue
-                code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, heap_t, heap_a,
+                code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a,
                                   ev_t, ev_i, running, new_list, t, r, tokens, True)
                 if code == ADM_OK:
                     new_list[n_new] = r
@@ -408,11 +521,11 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 if prefetch_only or S_i[SI_NRUN] >= ip[IP_MAX_BATCH]:
                     if ip[IP_PREFETCH]:
                         prefetch_only = True
-                        _prefetch(ip, fp, R_i, A_i, A_f, S_i, S_f, res_list, a_list, heap_t, heap_a,
-                                  ev_t, ev_i, t, r)
+                        _prefetch(ip, fp, R_i, A_i, A_f, S_i, S_f, res_list, a_list, running, fl, heap_t,
+                                  heap_a, ev_t, ev_i, t, r)
                         continue
                     break
-                code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, heap_t, heap_a,
+                code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a,
                                   ev_t, ev_i, running, new_list, t, r, tokens, True)
                 if code == ADM_OK:
                     new_list[n_new] = r
@@ -454,7 +567,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                     A_i[AI_GCOUNT, a] += 1
             for j in range(ng):
                 a = g_list[j]
-                starving = t - A_f[AF_GOLDEST, a] >= fp[FP_MAX_WAIT]
+                starving = t - A_f[AF_GOLDEST, a] >= fp[FP_MAX_WAIT] - 1e-9
                 g_key[j] = group_key(starving, A_i[AI_STATE, a] != AS_ABSENT, A_f[AF_GOLDEST, a])
             order = np.argsort(g_key[:ng])
             stop = False
@@ -463,14 +576,14 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 A_i[AI_GMARK, a] = 0
                 if stop:
                     continue
-                starving = t - A_f[AF_GOLDEST, a] >= fp[FP_MAX_WAIT]
+                starving = t - A_f[AF_GOLDEST, a] >= fp[FP_MAX_WAIT] - 1e-9
                 thr_ok = starving or A_i[AI_GCOUNT, a] >= ip[IP_THRESHOLD]
                 r = A_i[AI_GHEAD, a]
                 while r >= 0:
                     if S_i[SI_NRUN] >= ip[IP_MAX_BATCH]:
                         stop = True
                         break
-                    code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, heap_t,
+                    code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t,
                                       heap_a, ev_t, ev_i, running, new_list, t, r, tokens, thr_ok)
                     if code == ADM_OK:
                         new_list[n_new] = r
@@ -503,6 +616,15 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 nb_t = (np.floor(t / W + 1e-9) + 1.0) * W
                 if nb_t < t_next:
                     t_next = nb_t
+            if grouped and waiting > 0:
+                # a group below the threshold starts once its oldest request starves
+                h = wq_head
+                while h < S_i[SI_WQTAIL] and R_i[RI_STATUS, wq[h]] != ST_WAITING:
+                    h += 1
+                if h < S_i[SI_WQTAIL]:
+                    st_t = R_f[RF_ARR, wq[h]] + fp[FP_MAX_WAIT]
+                    if t < st_t < t_next:
+                        t_next = st_t
             if t_next >= _INF:
                 if waiting > 0:
                     S_i[SI_FLAGS] |= FLAG_DEADLOCK
@@ -514,19 +636,26 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             accum(ts, bucket, nb, t, t_next, TS_RESIDENT, float(S_i[SI_NRES] - S_i[SI_NLOADING]))
             accum(ts, bucket, nb, t, t_next, TS_LOADS, float(S_i[SI_NLOADING]))
             accum(ts, bucket, nb, t, t_next, TS_ADAPTER_BYTES, S_f[SF_ADAPTER_BYTES])
+            frag = _frag_now(ip, R_i, wq, wq_head, S_i[SI_WQTAIL], fl, S_i)
+            accum(ts, bucket, nb, t, t_next, TS_FRAG, frag)
+            _window_add(S_f, SF_FRAG_INT, t, t_next, fp[FP_WARMUP], fp[FP_DURATION], frag)
             t = t_next
             continue
         # ---- one step
-        start = t
+        start = t + S_f[SF_STALL]  # compaction done by the GPU before the step
+        S_f[SF_STALL] = 0.0
         if not async_mode and loads_now > 0:
+            ready = t
             for k in range(n_new):
                 rr = new_list[k]
                 rd = A_f[AF_READY, R_i[RI_ADAPTER, rr]]
-                if rd > start:
-                    start = rd
-            # the whole stall is adapter-load wait for every request starting in this step
+                if rd > ready:
+                    ready = rd
+            if ready > start:
+                start = ready
+            # the load stall is adapter-load wait for every request starting in this step
             for k in range(n_new):
-                R_f[RF_LOADWAIT, new_list[k]] = start - t
+                R_f[RF_LOADWAIT, new_list[k]] = ready - t
         # step cost inputs
         p_tokens = 0.0
         attn_prefill = 0.0
@@ -575,6 +704,9 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
         accum(ts, bucket, nb, t, t_end, TS_KV_BYTES, kv_bytes)
         accum(ts, bucket, nb, t, t_end, TS_ADAPTER_BYTES, S_f[SF_ADAPTER_BYTES])
         accum(ts, bucket, nb, start, t_end, TS_BUSY, 1.0)
+        frag = _frag_now(ip, R_i, wq, wq_head, S_i[SI_WQTAIL], fl, S_i)
+        accum(ts, bucket, nb, t, t_end, TS_FRAG, frag)
+        _window_add(S_f, SF_FRAG_INT, t, t_end, fp[FP_WARMUP], fp[FP_DURATION], frag)
         if async_mode:
             accum(ts, bucket, nb, t, t_end, TS_LOADS, float(S_i[SI_NLOADING]))
         else:
@@ -591,6 +723,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 R_i[RI_STATUS, rr] = ST_DONE
                 R_f[RF_FINISH, rr] = t_end
                 S_i[SI_KV_BLOCKS] -= R_i[RI_BLOCKS, rr]
+                if ip[IP_CONTIG]:
+                    S_i[SI_NFREE] = ext_free(fl, S_i[SI_NFREE], R_i[RI_KVSTART, rr], R_i[RI_BLOCKS, rr])
                 a = R_i[RI_ADAPTER, rr]
                 A_i[AI_REF, a] -= 1
                 if A_i[AI_REF, a] == 0:

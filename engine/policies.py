@@ -62,6 +62,19 @@ STRATEGIES: dict[str, Policy] = {p.name: p for p in [
            "adapters of queued requests, FCFS with skip, adapter clustering (prefer adapters "
            "already in the batch once it holds 8)", load_mode="async", memory_mode="unified",
            prefetch=True, cluster=8, evict=EVICT_LRU_IDLE_FIRST),
+    # --- the policies of the LoRA/KV interference benchmark (shared/seeds/lora-kv-interference-bench.txt)
+    Policy("single_adapter", "baseline: all traffic on one adapter (adapter 0), FCFS, no swaps",
+           single_adapter=True),
+    Policy("round_robin_k1", "one resident adapter; strict FCFS, so each change of adapter between "
+           "consecutive requests is a swap", max_resident=1, strict_fcfs=True),
+    Policy("batch_t4_k2", "switch adapters only when at least 4 requests wait for another one (or its "
+           "oldest waited max_wait_ms), two resident; grouped by adapter, no window",
+           order=ORDER_GROUPED, threshold=4, max_resident=2, evict=EVICT_LRU_IDLE_FIRST),
+    Policy("hotset_32mb", "the most popular adapters pinned within 32 MiB taken from the KV budget; "
+           "the rest swap (LRU); FCFS", hot_set_mb=32.0),
+    Policy("hotset_64mb", "as hotset_32mb within 64 MiB", hot_set_mb=64.0),
+    Policy("hotset_batch_t4", "hotset_32mb plus batch_t4 grouping (threshold 4) for the others",
+           hot_set_mb=32.0, order=ORDER_GROUPED, threshold=4, evict=EVICT_LRU_IDLE_FIRST),
 ]}
 
 
@@ -107,8 +120,8 @@ def next_use(a, a_cur, a_ptr, a_end, a_list, status):
 
 @njit(cache=True, nogil=True)
 def pick_victim(evict, need_idle, res_list, n_res, state, pinned, ref, wait, last,
-                a_cur, a_ptr, a_end, a_list, status):
-    """Resident adapter to evict, or -1.  Never one in use, loading or pinned.
+                a_cur, a_ptr, a_end, a_list, status, exclude):
+    """Resident adapter to evict, or -1.  Never one in use, loading, pinned or ``exclude``.
 
     need_idle: only adapters no waiting request asks for.
     """
@@ -118,7 +131,7 @@ def pick_victim(evict, need_idle, res_list, n_res, state, pinned, ref, wait, las
     best_idle_key = 0.0
     for j in range(n_res):
         a = res_list[j]
-        if state[a] != 2 or pinned[a] != 0 or ref[a] != 0:
+        if state[a] != 2 or pinned[a] != 0 or ref[a] != 0 or a == exclude:
             continue
         idle = wait[a] == 0
         if need_idle and not idle:

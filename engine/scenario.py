@@ -21,7 +21,7 @@ ENUMS: dict[str, tuple[str, ...]] = {
     "popularity": ("zipf", "power"),
     "length_dist": ("fixed", "uniform", "lognormal"),
     "memory_mode": ("static", "unified"),
-    "kv_allocator": ("paged",),
+    "kv_allocator": ("paged", "contiguous"),
     "target_modules": tuple(presets.TARGET_MODULES),
 }
 
@@ -55,6 +55,7 @@ class Scenario:
     hot_set_k: int = -1                   # pinned adapters for hot_set (-1 = auto)
     load_mode: str = "sync"
     memory_mode: str = "static"
+    kv_cache_gb: float = 0.0              # KV cache size (GiB); 0 = all memory left over
     kv_allocator: str = "paged"
     kv_block_tokens: int = 16
     # adapters
@@ -86,7 +87,7 @@ class Scenario:
     compute_eff: float = 0.6              # achieved share of dense FP16 peak
     bw_eff: float = 0.8                   # achieved share of HBM bandwidth
     step_overhead_ms: float = 0.5         # scheduler + launch cost per iteration
-    lora_ms_per_adapter: float = 0.05     # per distinct adapter in the batch
+    lora_ms_per_adapter: float = 0.0      # per distinct adapter in the batch (kernel overhead; fitted by calibration)
     lora_ms_per_slot: float = 0.0         # per reserved adapter slot (vLLM pads to max_loras)
 
     # ---------------------------------------------------------------- construction
@@ -174,6 +175,8 @@ class Scenario:
         reserve = self.reserve_gb * presets.GIB
         adapters = self.vram_budget_gb * presets.GIB
         kv = usable - weights - reserve - adapters
+        if self.kv_cache_gb > 0:
+            kv = min(kv, self.kv_cache_gb * presets.GIB)
         return {"usable": usable, "weights": weights, "reserve": reserve,
                 "adapters": adapters, "kv": kv}
 
@@ -232,7 +235,7 @@ class Scenario:
             bad("arrival_rate_rps", "a finite number > 0")
         nonneg = ["vram_budget_gb", "reserve_gb", "load_latency_ms", "disk_latency_ms", "warmup_s",
                   "drain_s", "zipf_s", "step_overhead_ms", "lora_ms_per_adapter", "lora_ms_per_slot",
-                  "length_spread", "decode_ms_per_token"]
+                  "length_spread", "decode_ms_per_token", "kv_cache_gb"]
         for name in nonneg:
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
@@ -285,6 +288,10 @@ class Scenario:
                 f"vram_budget_gb: invalid value {self.vram_budget_gb}; allowed: at most {max_budget:.2f} GiB "
                 f"on {self.gpu} with {self.model} (the rest holds the weights, the reserve and the KV of one "
                 f"{self.max_request_tokens()}-token request)")
+        if self.kv_cache_gb > 0 and self.kv_cache_gb * presets.GIB < self.max_request_kv_bytes():
+            raise ValueError(
+                f"kv_cache_gb: invalid value {self.kv_cache_gb}; allowed: 0 (all memory left) or at least "
+                f"{self.max_request_kv_bytes() / presets.GIB:.4f} GiB, the KV of one longest request")
         amax = self.max_adapter_bytes()
         if self.memory_mode == "static" and amax > plan["adapters"]:
             raise ValueError(

@@ -19,7 +19,7 @@ from .scenario import MAX_REQUESTS, Scenario
 from .workload import Workload, generate, popularity
 
 TIER_NAMES = np.array(["gpu", "cpu", "disk"])
-EVENT_NAMES = np.array(["load", "evict"])
+EVENT_NAMES = np.array(["swap", "evict", "compact", "reject"])
 MAX_EVENTS = 2_000_000
 
 
@@ -56,8 +56,24 @@ def _build(sc: Scenario, wl: Workload):
     kv_tok = presets.kv_bytes_per_token(m)
     block_bytes = kv_tok * sc.kv_block_tokens
     unified = eff["memory_mode"] == "unified"
+    contiguous = sc.kv_allocator == "contiguous"
     kv_blocks = int(plan["kv"] // block_bytes)
     pool = plan["adapters"] + plan["kv"]
+    adapter_cap = plan["adapters"]
+    sizes = np.asarray(sc.adapter_sizes(), np.int64)
+    pins = hot_set_pins(sc) if (pol.pins_hot_set or pol.hot_set_mb > 0) else []
+    if pol.hot_set_mb > 0 and not unified:
+        # the pinned set is taken from the KV budget, not from the adapter budget
+        pinned_bytes = int(sizes[pins].sum()) if pins else 0
+        kv_blocks -= -(-pinned_bytes // block_bytes)
+        adapter_cap += pinned_bytes
+    if contiguous and unified:
+        arena = int(pool // block_bytes)
+        pool = float(arena * block_bytes)
+        membytes = -(-sizes // block_bytes) * block_bytes
+    else:
+        arena = kv_blocks
+        membytes = sizes
 
     adapter = wl.adapter.copy()
     if pol.single_adapter:
@@ -91,6 +107,10 @@ def _build(sc: Scenario, wl: Workload):
     ip[L.IP_NBUCKETS] = nb
     ip[L.IP_MAX_EVENTS] = min(MAX_EVENTS, 4 * n + 1024)
     ip[L.IP_PAD_SLOTS] = sc.max_loras
+    ip[L.IP_CONTIG] = int(contiguous)
+    ip[L.IP_ARENA] = arena
+    ip[L.IP_MEAN_BLOCKS] = max(1, int(round(float(np.mean(
+        -(-(wl.prompt_tokens + wl.output_tokens) // sc.kv_block_tokens))))) if n else 1)
 
     fp = np.zeros(L.FP_LEN, np.float64)
     fp[L.FP_DURATION] = sc.duration_s
@@ -101,7 +121,7 @@ def _build(sc: Scenario, wl: Workload):
     fp[L.FP_DISK_BPS] = sc.disk_gbps * 1e9
     fp[L.FP_LOAD_LAT] = sc.load_latency_ms / 1e3
     fp[L.FP_DISK_LAT] = sc.disk_latency_ms / 1e3
-    fp[L.FP_ADAPTER_CAP] = plan["adapters"]
+    fp[L.FP_ADAPTER_CAP] = adapter_cap
     fp[L.FP_POOL] = pool
     fp[L.FP_BLOCK_BYTES] = block_bytes
     fp[L.FP_WEIGHT_BYTES] = plan["weights"]
@@ -128,8 +148,10 @@ def _build(sc: Scenario, wl: Workload):
     R_f[L.RF_LOADWAIT] = 0.0
 
     A_i = np.zeros((L.AI_LEN, A), np.int64)
-    A_i[L.AI_BYTES] = np.asarray(sc.adapter_sizes(), np.int64)
+    A_i[L.AI_BYTES] = sizes
+    A_i[L.AI_MEMBYTES] = membytes
     A_i[L.AI_RESPOS] = -1
+    A_i[L.AI_EXTSTART] = -1
     A_f = np.zeros((L.AF_LEN, A), np.float64)
     # Belady: per-adapter request lists in stream order (CSR)
     a_list = np.argsort(adapter, kind="stable").astype(np.int64)
@@ -147,25 +169,30 @@ def _build(sc: Scenario, wl: Workload):
     pre: list[int] = []
     pinned = False
     if pol.pins_hot_set or pol.hot_set_mb > 0:
-        pre = hot_set_pins(sc)
+        pre = list(pins)
         pinned = True
     elif pol.preload_all:
         order = np.argsort(-popularity(sc), kind="stable")
         used = 0.0
-        cap = plan["adapters"]
+        cap = adapter_cap
         for a in order:
             if (eff["slots"] and len(pre) >= eff["slots"]) or used + A_i[L.AI_BYTES, a] > cap:
                 break
             pre.append(int(a))
             used += A_i[L.AI_BYTES, a]
+    fl = np.zeros((2, sc.max_batch_size + A + 2), np.int64)
+    placed = 0
     for a in pre:
+        if contiguous and unified:
+            A_i[L.AI_EXTSTART, a] = placed
+            placed += int(membytes[a] // block_bytes)
         A_i[L.AI_STATE, a] = L.AS_RESIDENT
         A_i[L.AI_PINNED, a] = int(pinned)
         A_i[L.AI_HOST, a] = 1
         res_list[S_i[L.SI_NRES]] = a
         A_i[L.AI_RESPOS, a] = S_i[L.SI_NRES]
         S_i[L.SI_NRES] += 1
-        S_f[L.SF_ADAPTER_BYTES] += A_i[L.AI_BYTES, a]
+        S_f[L.SF_ADAPTER_BYTES] += A_i[L.AI_MEMBYTES, a]
     # host cache: warm = filled at server start, most popular first (GPU-preloaded ones first)
     if sc.host_warm:
         cap = sc.max_cpu_loras or A
@@ -181,8 +208,13 @@ def _build(sc: Scenario, wl: Workload):
     # LRU order of the warm host cache: least popular is least recent
     A_i[L.AI_HOSTLAST] = np.where(A_i[L.AI_HOST] == 1, A - np.argsort(np.argsort(-popularity(sc), kind="stable")), 0)
 
+    if contiguous:
+        fl[0, 0] = placed
+        fl[1, 0] = arena - placed
+        S_i[L.SI_NFREE] = 1 if arena > placed else 0
     mb = sc.max_batch_size
     arrays = dict(
+        fl=fl,
         ip=ip, fp=fp, R_i=R_i, R_f=R_f, A_i=A_i, A_f=A_f, a_list=a_list, S_i=S_i, S_f=S_f,
         wq=np.zeros(n, np.int64), running=np.zeros(mb, np.int64), new_list=np.zeros(mb, np.int64),
         res_list=res_list, heap_t=np.zeros(A, np.float64), heap_a=np.zeros(A, np.int64),
@@ -199,7 +231,7 @@ def _run(sc: Scenario, wl: Workload):
     L.run_loop(arr["ip"], arr["fp"], arr["R_i"], arr["R_f"], arr["A_i"], arr["A_f"], arr["a_list"],
                arr["S_i"], arr["S_f"], arr["wq"], arr["running"], arr["new_list"], arr["res_list"],
                arr["heap_t"], arr["heap_a"], arr["g_list"], arr["g_key"], arr["ts"], arr["ev_t"],
-               arr["ev_i"])
+               arr["ev_i"], arr["fl"])
     return arr
 
 
@@ -280,6 +312,7 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
         "gpu_busy_frac": tsa[:, L.TS_BUSY],
         "adapter_bytes_resident": tsa[:, L.TS_ADAPTER_BYTES],
         "kv_bytes_used": tsa[:, L.TS_KV_BYTES],
+        "kv_frag": tsa[:, L.TS_FRAG],
     })
     ne = int(S_i[L.SI_NEV])
     ev = pd.DataFrame({
@@ -300,6 +333,11 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
         "deadlock": bool(flags & L.FLAG_DEADLOCK),
         "events_truncated": bool(flags & L.FLAG_EVENTS_FULL),
         "kv_blocks_total": int(arr["ip"][L.IP_KV_BLOCKS]),
+        "swap_events": int(S_i[L.SI_LOADS]),
+        "compact_events": int(S_i[L.SI_COMPACTS]),
+        "compacted_bytes": float(S_f[L.SF_COMPACT_BYTES]),
+        "rejections": int(S_i[L.SI_REJECTS]),
+        "avg_frag": float(S_f[L.SF_FRAG_INT] / (sc.duration_s - sc.warmup_s)),
         "peak_adapter_bytes": float(S_f[L.SF_PEAK_ADAPTER]),
         "peak_kv_bytes": float(S_f[L.SF_PEAK_KV]),
         "peak_gpu_dynamic_bytes": float(S_f[L.SF_PEAK_TOTAL]),

@@ -41,6 +41,7 @@ def scenarios(draw, strategies=tuple(STRATEGIES)):
         length_dist=draw(st.sampled_from(["fixed", "uniform", "lognormal"])),
         load_mode=draw(st.sampled_from(["sync", "async"])),
         memory_mode=draw(st.sampled_from(["static", "unified"])),
+        kv_allocator=draw(st.sampled_from(["paged", "contiguous"])),
         service_mode=draw(st.sampled_from(["roofline", "fixed"])),
         batch_window_ms=draw(st.floats(1.0, 50.0)),
         duration_s=draw(st.floats(1.0, 6.0)),
@@ -92,7 +93,7 @@ def _check_invariants(r):
                 inside = (adm < t - 1e-12) & (t < fin - 1e-12)
                 assert not inside.any(), f"adapter {a} evicted at {t} while in use"
     # load/evict counts consistent
-    n_load = (r.events.kind == "load").sum()
+    n_load = (r.events.kind == "swap").sum()
     if not s["events_truncated"]:
         assert n_load == s["loads_total"]
         assert req.loaded.sum() <= n_load
@@ -107,9 +108,15 @@ def test_invariants_hold_on_random_scenarios(sc):
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(strategies=("naive",)), st.integers(1, 1_000_000))
 def test_oracle_never_loads_more_than_naive_or_hot_set(sc, seed):
-    """Serial service (batch 1, sync) gives every policy the same reference order."""
+    """Serial service (batch 1, sync) gives every policy the same reference order.
+
+    Belady is optimal for equal-sized items only, so adapters here share one rank
+    (with mixed sizes the oracle is a heuristic, see docs/model.md).
+    """
     sc = sc.replace(max_batch_size=1, load_mode="sync", memory_mode="static", arrival_process="poisson",
-                    max_loras=0, seed=seed)
+                    max_loras=0, seed=seed, adapter_ranks=())
+    if sc.max_adapter_bytes() > sc.vram_budget_gb * presets.GIB:
+        sc = sc.replace(vram_budget_gb=sc.max_adapter_bytes() * 1.5 / presets.GIB)
     loads = {}
     for s in ("naive", "hot_set", "oracle"):
         try:
@@ -137,7 +144,11 @@ def test_common_random_numbers_across_strategies():
     cols = ["arrival_s", "adapter", "prompt_tokens", "output_tokens"]
     base = simulate(sc.replace(strategy="naive")).requests[cols]
     for s in STRATEGIES:
-        pd.testing.assert_frame_equal(simulate(sc.replace(strategy=s)).requests[cols], base)
+        got = simulate(sc.replace(strategy=s)).requests[cols]
+        if STRATEGIES[s].single_adapter:  # the baseline maps every request onto adapter 0
+            assert (got.adapter == 0).all()
+            got = got.assign(adapter=base.adapter)
+        pd.testing.assert_frame_equal(got, base)
 
 
 def test_thread_safety_eight_threads_match_serial():
