@@ -9,6 +9,6 @@ from .scenario import Scenario
 from .sim import SimResult, compare, simulate
 from .workload import read_trace
 
-ENGINE_VERSION = "0.1.0"
+ENGINE_VERSION = "0.2.0"
 
 __all__ = ["Scenario", "SimResult", "STRATEGIES", "simulate", "compare", "read_trace", "ENGINE_VERSION"]

@@ -1,0 +1,327 @@
+"""Chart builders for the dashboard: pure functions, DataFrame in, ``alt.Chart`` out.
+
+No Streamlit here (tests build every chart without a running app).  Two kinds of
+functions:
+
+* ``*_frame``: reshape engine output (``SimResult.requests`` / ``.timeseries`` /
+  ``.summary``) into small tidy frames, downsampled so that no chart ships more
+  than a few thousand points to the browser;
+* ``*_chart``: build the Altair chart from such a frame.  Specs are
+  deterministic (no selections or auto-named parameters), so an unchanged
+  frame gives an identical spec on every rerun.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from engine import STRATEGIES
+
+#: Points per strategy on the TTFT CDF.
+CDF_POINTS = 200
+#: Upper bound on points per (strategy, metric) line in time-series charts.
+TS_MAX_POINTS = 600
+#: Hard cap on the rows any chart in this module embeds.
+MAX_CHART_ROWS = 5000
+
+#: One fixed colour per strategy, in ``engine.STRATEGIES`` order; extra strategies cycle.
+_PALETTE = ["#6B7280", "#D97706", "#6D28D9", "#2563EB", "#059669", "#DC2626",
+            "#DB2777", "#0891B2", "#65A30D", "#92400E", "#4338CA", "#0F766E",
+            "#A21CAF", "#B45309", "#1E3A8A", "#BE123C", "#3F6212", "#475569"]
+
+#: Components of the TTFT breakdown: summary key -> label (stacking order).
+BREAKDOWN = {
+    "queue_mean_ms": "Queueing",
+    "load_wait_mean_ms": "Adapter load wait",
+    "prefill_mean_ms": "Prefill",
+}
+_BREAKDOWN_COLORS = ["#A5B4FC", "#F59E0B", "#6D28D9"]
+
+#: Time-series metrics shown on the What-if page: column -> (title, axis format).
+TS_METRICS = {
+    "queue_len": ("Queue length (requests)", ",.2~f"),
+    "resident_adapters": ("Resident adapters", ",.0f"),
+    "loads_in_flight": ("Adapter loads in flight", ",.2~f"),
+    "kv_used_frac": ("KV cache in use", ".0%"),
+}
+
+
+# --------------------------------------------------------------------- helpers
+def strategy_domain(extra: Iterable[str] = ()) -> list[str]:
+    dom = list(STRATEGIES)
+    for s in extra:
+        if s not in dom:
+            dom.append(s)
+    return dom
+
+
+def strategy_scale(strategies: Iterable[str]) -> alt.Scale:
+    """Colour scale over the strategies shown, each with its fixed colour (``strategy_color``)."""
+    dom = _sorted_strategies(strategies)
+    return alt.Scale(domain=dom, range=[strategy_color(s) for s in dom])
+
+
+def _legend(title: str | None = None) -> alt.Legend:
+    return alt.Legend(orient="top", title=title, direction="horizontal")
+
+
+def strategy_color(name: str) -> str:
+    dom = strategy_domain([name])
+    return _PALETTE[dom.index(name) % len(_PALETTE)]
+
+
+def strategy_dot(name: str) -> str:
+    """HTML colour dot for a strategy (same colour as in the charts), for st.markdown."""
+    return (f"<span style='display:inline-block;width:.7em;height:.7em;border-radius:50%;"
+            f"background:{strategy_color(name)};margin-right:.4em'></span>")
+
+
+def legend_html(strategies: Iterable[str], note: str = "") -> str:
+    """One-line legend of coloured dots shared by a group of charts."""
+    items = " ".join(f"{strategy_dot(s)}{s}&emsp;" for s in strategies)
+    return items + (f"&emsp;<span style='opacity:.65'>{note}</span>" if note else "")
+
+
+def downsample(df: pd.DataFrame, max_rows: int) -> pd.DataFrame:
+    """Every k-th row (first and last kept) so that at most ``max_rows`` remain."""
+    n = len(df)
+    if n <= max_rows:
+        return df
+    idx = np.unique(np.linspace(0, n - 1, max_rows).round().astype(int))
+    return df.iloc[idx]
+
+
+def unvalidated(chart):
+    """The same chart, with ``to_dict()`` skipping Altair's JSON-schema validation.
+
+    ``st.altair_chart`` calls ``chart.to_dict()``; validation costs about 10 ms per
+    chart on every rerun.  Every builder in this module is validated by
+    tests/test_charts.py, so the app renders them unvalidated.
+    """
+    to_dict = chart.to_dict
+
+    def _to_dict(*args, **kwargs):
+        kwargs["validate"] = False
+        return to_dict(*args, **kwargs)
+
+    object.__setattr__(chart, "to_dict", _to_dict)
+    return chart
+
+
+def _cap(df: pd.DataFrame) -> pd.DataFrame:
+    if len(df) > MAX_CHART_ROWS:
+        raise ValueError(f"chart data has {len(df)} rows; at most {MAX_CHART_ROWS} allowed (downsample first)")
+    return df
+
+
+def _sorted_strategies(names: Iterable[str]) -> list[str]:
+    dom = strategy_domain(names)
+    return sorted(set(names), key=dom.index)
+
+
+# ------------------------------------------------------------------- TTFT CDF
+def cdf_probabilities(n_points: int = CDF_POINTS) -> np.ndarray:
+    """Quantile levels for the CDF: dense in the body, geometric in the tail (to p99.99)."""
+    n_tail = max(2, n_points // 4)
+    body = np.linspace(0.0, 0.97, n_points - n_tail, endpoint=False)
+    tail = 1.0 - np.geomspace(0.03, 1e-4, n_tail)
+    return np.concatenate([body, tail])
+
+
+def cdf_frame(requests: Mapping[str, pd.DataFrame], window: tuple[float, float] | None = None,
+              n_points: int = CDF_POINTS) -> pd.DataFrame:
+    """TTFT quantiles per strategy: columns strategy, ttft_ms, cdf (``n_points`` rows each).
+
+    ``requests`` maps strategy -> ``SimResult.requests``; only completed requests
+    that arrived inside ``window = (warmup_s, duration_s)`` count (the same window
+    as the engine's summary).
+    """
+    p = cdf_probabilities(n_points)
+    parts = []
+    for s, req in requests.items():
+        r = req[req["completed"]]
+        if window is not None:
+            r = r[(r["arrival_s"] >= window[0]) & (r["arrival_s"] < window[1])]
+        x = r["ttft_ms"].to_numpy(dtype=float)
+        x = x[np.isfinite(x)]
+        if len(x) == 0:
+            continue
+        parts.append(pd.DataFrame({"strategy": s, "ttft_ms": np.quantile(x, p), "cdf": p}))
+    if not parts:
+        return pd.DataFrame({"strategy": pd.Series(dtype=str), "ttft_ms": pd.Series(dtype=float),
+                             "cdf": pd.Series(dtype=float)})
+    return pd.concat(parts, ignore_index=True)
+
+
+def ttft_cdf_chart(df: pd.DataFrame, log_x: bool = True, title: str = "TTFT distribution (CDF)",
+                   height: int = 380) -> alt.Chart:
+    df = _cap(df)
+    strategies = _sorted_strategies(df["strategy"])
+    x_scale = alt.Scale(type="log", nice=False) if log_x else alt.Scale(zero=True)
+    return (
+        alt.Chart(df, title=title)
+        .mark_line(strokeWidth=2.2, interpolate="linear")
+        .encode(
+            x=alt.X("ttft_ms:Q", title="Time to first token (ms)" + (", log scale" if log_x else ""),
+                    scale=x_scale),
+            y=alt.Y("cdf:Q", title="Share of requests", axis=alt.Axis(format="%"),
+                    scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("strategy:N", title="Strategy", scale=strategy_scale(strategies),
+                            sort=strategies, legend=_legend()),
+            tooltip=[alt.Tooltip("strategy:N", title="Strategy"),
+                     alt.Tooltip("cdf:Q", title="Quantile", format=".2%"),
+                     alt.Tooltip("ttft_ms:Q", title="TTFT (ms)", format=",.1f")],
+        )
+        .properties(height=height)
+    )
+
+
+# ------------------------------------------------------------- TTFT breakdown
+def breakdown_frame(summaries: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
+    """Mean TTFT split per strategy: columns strategy, component, ms, order."""
+    rows = []
+    for s, summ in summaries.items():
+        for i, (key, label) in enumerate(BREAKDOWN.items()):
+            v = summ.get(key, np.nan)
+            rows.append({"strategy": s, "component": label, "ms": float(v) if v is not None else np.nan,
+                         "order": i})
+    return pd.DataFrame(rows, columns=["strategy", "component", "ms", "order"])
+
+
+def ttft_breakdown_chart(df: pd.DataFrame, title: str = "Where the mean TTFT goes",
+                         height: int | None = None) -> alt.Chart:
+    df = _cap(df)
+    strategies = _sorted_strategies(df["strategy"])
+    labels = list(BREAKDOWN.values())
+    return (
+        alt.Chart(df, title=title)
+        .mark_bar()
+        .encode(
+            y=alt.Y("strategy:N", title=None, sort=strategies),
+            x=alt.X("ms:Q", title="Mean time (ms)", stack="zero"),
+            color=alt.Color("component:N", title="Component", sort=labels,
+                            scale=alt.Scale(domain=labels, range=_BREAKDOWN_COLORS),
+                            legend=_legend()),
+            order=alt.Order("order:Q"),
+            tooltip=[alt.Tooltip("strategy:N", title="Strategy"),
+                     alt.Tooltip("component:N", title="Component"),
+                     alt.Tooltip("ms:Q", title="Mean (ms)", format=",.2f")],
+        )
+        .properties(height=height or 130 + 50 * len(strategies))
+    )
+
+
+# ---------------------------------------------------------------- time series
+def timeseries_frame(timeseries: Mapping[str, pd.DataFrame], metrics: Sequence[str] = tuple(TS_METRICS),
+                     max_points: int = TS_MAX_POINTS, t_max: float | None = None) -> pd.DataFrame:
+    """Long frame (strategy, t_s, metric, value), at most ``max_points`` per strategy and metric."""
+    parts = []
+    for s, ts in timeseries.items():
+        t = ts if t_max is None else ts[ts["t_s"] <= t_max]
+        t = downsample(t, max_points)
+        for m in metrics:
+            parts.append(pd.DataFrame({"strategy": s, "t_s": t["t_s"].to_numpy(dtype=float),
+                                       "metric": m, "value": t[m].to_numpy(dtype=float)}))
+    if not parts:
+        return pd.DataFrame(columns=["strategy", "t_s", "metric", "value"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def timeseries_chart(df: pd.DataFrame, metric: str, height: int = 220, legend: bool = False) -> alt.Chart:
+    """One metric of ``timeseries_frame`` over time, one line per strategy.
+
+    No legend by default: the page shows the four panels under one shared legend.
+    """
+    title, fmt = TS_METRICS.get(metric, (metric, ",.2f"))
+    d = _cap(df.loc[df["metric"].to_numpy(dtype=object) == metric, ["strategy", "t_s", "value"]])
+    strategies = _sorted_strategies(d["strategy"])
+    return (
+        alt.Chart(d, title=title)
+        .mark_line(strokeWidth=1.6, interpolate="step-after")
+        .encode(
+            x=alt.X("t_s:Q", title="Simulated time (s)"),
+            y=alt.Y("value:Q", title=None, axis=alt.Axis(format=fmt)),
+            color=alt.Color("strategy:N", title="Strategy", scale=strategy_scale(strategies),
+                            sort=strategies, legend=_legend() if legend else None),
+            tooltip=[alt.Tooltip("strategy:N", title="Strategy"),
+                     alt.Tooltip("t_s:Q", title="t (s)", format=",.1f"),
+                     alt.Tooltip("value:Q", title=title, format=fmt)],
+        )
+        .properties(height=height)
+    )
+
+
+# --------------------------------------------------------------------- sweeps
+def sweep_chart(df: pd.DataFrame, metric: str, x_title: str, y_title: str, y_format: str = ",.1~f",
+                height: int = 320, log_y: bool = False, legend: bool = False) -> alt.Chart:
+    """Mean and 95% CI band vs the swept value, one colour per strategy.
+
+    ``df``: columns x, strategy, metric, mean, ci_low, ci_high, n (``app.sweep.aggregate``).
+    No legend by default: the page shows its charts under one shared legend.
+    """
+    d = _cap(df[df["metric"] == metric][["x", "strategy", "mean", "ci_low", "ci_high", "n"]])
+    if log_y:
+        d = d[d["mean"] > 0]
+    strategies = _sorted_strategies(d["strategy"])
+    scale = strategy_scale(strategies)
+    y_scale = alt.Scale(type="log", nice=False) if log_y else alt.Scale(zero=False)
+    base = alt.Chart(d, title=y_title).encode(x=alt.X("x:Q", title=x_title, scale=alt.Scale(zero=False)))
+    y_label = y_title + (" (log scale)" if log_y else "")
+    band = base.mark_area(opacity=0.18).encode(
+        y=alt.Y("ci_low:Q", title=y_label, scale=y_scale), y2=alt.Y2("ci_high:Q"),
+        color=alt.Color("strategy:N", scale=scale, sort=strategies, legend=None))
+    tooltip = [alt.Tooltip("strategy:N", title="Strategy"),
+               alt.Tooltip("x:Q", title=x_title, format=",.4~f"),
+               alt.Tooltip("mean:Q", title="Mean", format=y_format),
+               alt.Tooltip("ci_low:Q", title="95% CI low", format=y_format),
+               alt.Tooltip("ci_high:Q", title="95% CI high", format=y_format),
+               alt.Tooltip("n:Q", title="Replications")]
+    line = base.mark_line(strokeWidth=2.2, point=alt.OverlayMarkDef(size=40, filled=True)).encode(
+        y=alt.Y("mean:Q", title=y_label, scale=y_scale,
+                axis=alt.Axis(format=y_format)),
+        color=alt.Color("strategy:N", title="Strategy", scale=scale, sort=strategies,
+                        legend=_legend() if legend else None),
+        tooltip=tooltip)
+    return alt.layer(band, line).properties(height=height)
+
+
+# ------------------------------------------------------------------ crossover
+def crossover_chart(df: pd.DataFrame, x_title: str, y_title: str, height: int = 460) -> alt.Chart:
+    """Heat map: cell colour = winning strategy (lowest mean TTFT p50), text = margin.
+
+    ``df``: columns x, y, winner, best_ms, runner_up, runner_up_ms, margin_ms, margin_pct
+    (``app.sweep.crossover_table``).
+    """
+    d = _cap(df.copy())
+    d["x_label"] = d["x"].map(lambda v: f"{v:g}")
+    d["y_label"] = d["y"].map(lambda v: f"{v:g}")
+    d["margin_label"] = d["margin_pct"].map(
+        lambda v: "" if not np.isfinite(v) else (f"+{v:.1%}" if v < 0.1 else f"+{v:.0%}"))
+    x_sort = [f"{v:g}" for v in sorted(d["x"].unique())]
+    y_sort = [f"{v:g}" for v in sorted(d["y"].unique(), reverse=True)]
+    strategies = _sorted_strategies(d["winner"].dropna())
+    base = alt.Chart(d, title="Winning strategy (lowest mean TTFT p50)").encode(
+        x=alt.X("x_label:O", title=x_title, sort=x_sort, axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("y_label:O", title=y_title, sort=y_sort),
+    )
+    tooltip = [alt.Tooltip("x:Q", title=x_title, format=",.3~f"),
+               alt.Tooltip("y:Q", title=y_title, format=",.3~f"),
+               alt.Tooltip("winner:N", title="Winner"),
+               alt.Tooltip("best_ms:Q", title="Winner TTFT p50 (ms)", format=",.1f"),
+               alt.Tooltip("runner_up:N", title="Runner-up"),
+               alt.Tooltip("runner_up_ms:Q", title="Runner-up TTFT p50 (ms)", format=",.1f"),
+               alt.Tooltip("margin_ms:Q", title="Margin (ms)", format=",.2f"),
+               alt.Tooltip("margin_pct:Q", title="Margin (% of winner)", format=".1%")]
+    rect = base.mark_rect(stroke="white", strokeWidth=1.5).encode(
+        color=alt.Color("winner:N", title="Winner", scale=strategy_scale(strategies), sort=strategies,
+                        legend=_legend()),
+        opacity=alt.Opacity("margin_pct:Q", title="Margin", scale=alt.Scale(domain=[0, 0.25], range=[0.35, 1],
+                                                                            clamp=True), legend=None),
+        tooltip=tooltip,
+    )
+    text = base.mark_text(fontSize=12, color="#1F2330").encode(
+        text=alt.Text("margin_label:N"), tooltip=tooltip)
+    return alt.layer(rect, text).properties(height=height)

@@ -1,0 +1,721 @@
+"""Scenario controls: defined once, rendered in the sidebar, bound to the URL.
+
+Every control is a ``Control`` in ``CONTROLS`` (dependency order: a control's
+range may depend on the ones before it, e.g. the VRAM budget's maximum is
+``Scenario.max_vram_budget_gb()`` for the chosen GPU, model and lengths).  Its
+``key`` is the ``engine.Scenario`` field name, which is also its URL query
+parameter (``bind="query-params"``).  The pure part (``resolve``,
+``sanitize_query``, ``build_scenario``, ``share_query``) has no Streamlit
+dependency; ``render_sidebar`` and friends draw the widgets.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+from urllib.parse import urlencode
+
+from engine import STRATEGIES, Scenario
+from engine import presets
+from engine.scenario import ENUMS
+
+PRESET_KEY = "preset"
+STRATEGY_KEY = "strategy"              # the compared set; URL: ?strategy=a&strategy=b
+STRATEGY_ALIASES = ("strategies",)     # accepted in URLs, rewritten to ``strategy``
+BASELINE_KEY = "baseline"              # What-if page: strategy the deltas are against
+DEFAULT_PRESET = "default"
+DEFAULT_STRATEGIES = ["naive", "hot_set", "batch"]
+
+#: Hosted-app cap on the work of one simulation (open loop: rate x duration).
+MAX_REQUESTS_PER_RUN = 200_000
+#: Closed-loop runs have no fixed request count; their duration is capped instead.
+MAX_CLOSED_DURATION_S = 600.0
+
+SECTIONS = ["Preset", "Strategies", "Hardware and model", "Adapters", "Traffic", "Run"]
+
+Ctx = dict  # resolved values so far, plus "_base": the preset's scenario dict
+
+
+def preset_dict(name: str) -> dict:
+    return Scenario.from_preset(name).to_dict()
+
+
+def _scenario(ctx: Ctx, **kw) -> Scenario:
+    """Unvalidated Scenario from the base fields and the controls resolved so far."""
+    d = dict(ctx.get("_fields") or ctx["_base"])
+    d.update({k: v for k, v in ctx.items() if not k.startswith("_") and k in _FIELDS})
+    d.update(kw)
+    d.pop("strategy", None)
+    return Scenario.from_dict(d)
+
+
+_FIELDS = set(Scenario.field_names())
+
+
+@dataclass(frozen=True)
+class Control:
+    key: str
+    label: str
+    help: str
+    section: str
+    kind: str                      # "select" | "slider" | "number" | "multiselect"
+    dtype: type = float
+    options: Callable[[Ctx], list] | None = None
+    bounds: Callable[[Ctx], tuple[float, float, float]] | None = None   # (min, max, step)
+    default: Callable[[Ctx], Any] | None = None
+    fmt: str | None = None
+    applies: Callable[[Ctx], bool] = field(default=lambda ctx: True)
+    note: Callable[[Ctx, Any], str] | None = None                       # caption under the widget
+
+    @property
+    def is_field(self) -> bool:
+        return self.key in _FIELDS and self.key != STRATEGY_KEY
+
+
+def _base(key: str) -> Callable[[Ctx], Any]:
+    return lambda ctx: ctx["_base"][key]
+
+
+def _const(lo, hi, step) -> Callable[[Ctx], tuple]:
+    return lambda ctx: (lo, hi, step)
+
+
+def _vram_bounds(ctx: Ctx) -> tuple[float, float, float]:
+    step = 0.25
+    try:
+        mx = _scenario(ctx).max_vram_budget_gb()
+    except ValueError:
+        mx = 0.0
+    hi = math.floor(mx / step + 1e-9) * step
+    return step, max(hi, 2 * step), step
+
+
+def _vram_default(ctx: Ctx) -> float:
+    lo, hi, _ = _vram_bounds(ctx)
+    return min(max(float(ctx["_base"]["vram_budget_gb"]), lo), hi)
+
+
+def _pcie_default(ctx: Ctx) -> float:
+    base = ctx["_base"]
+    if ctx.get("gpu", base["gpu"]) == base["gpu"]:
+        return float(base["pcie_gbps"])
+    return float(presets.get_gpu(ctx["gpu"]).pcie_gbps)
+
+
+def _adapter_slots(ctx: Ctx) -> int:
+    """Adapters of the largest size that fit in the budget (a display bound, see hot_set_k)."""
+    try:
+        sc = _scenario(ctx)
+        return int(sc.memory_plan()["adapters"] // sc.max_adapter_bytes())
+    except (ValueError, ZeroDivisionError):
+        return 0
+
+
+def _hot_bounds(ctx: Ctx) -> tuple[int, int, int]:
+    # hot_set pins adapters and keeps room for one swap: at most slots - 1 (and max_loras - 1).
+    hi = min(int(ctx["num_adapters"]), _adapter_slots(ctx) - 1)
+    if ctx.get("max_loras", 0) > 0:
+        hi = min(hi, int(ctx["max_loras"]) - 1)
+    return -1, max(hi, 0), 1
+
+
+def _hot_default(ctx: Ctx) -> int:
+    lo, hi, _ = _hot_bounds(ctx)
+    return int(min(max(int(ctx["_base"]["hot_set_k"]), lo), hi))
+
+
+def _gpu_note(ctx: Ctx, v: str) -> str:
+    g = presets.get_gpu(v)
+    return f"{g.label}: {g.memory_gib:g} GiB, {g.hbm_gbps:,.0f} GB/s HBM, {g.fp16_tflops:g} TFLOPS FP16, PCIe {g.pcie_gbps:g} GB/s"
+
+
+def _model_note(ctx: Ctx, v: str) -> str:
+    m = presets.get_model(v)
+    try:
+        sc = _scenario(ctx)
+        plan = sc.memory_plan()
+        return (f"{m.label}: {m.n_params / 1e9:.2f} B params, weights {plan['weights'] / presets.GIB:.1f} GiB "
+                f"of {plan['usable'] / presets.GIB:.1f} GiB usable")
+    except ValueError:
+        return m.label
+
+
+def _vram_note(ctx: Ctx, v: float) -> str:
+    try:
+        sc = _scenario(ctx, vram_budget_gb=v)
+        size = sc.max_adapter_bytes()
+        return (f"Up to {sc.max_vram_budget_gb():.2f} GiB on this GPU and model. "
+                f"Holds {int(v * presets.GIB // size)} adapters of {size / presets.MIB:.1f} MiB.")
+    except (ValueError, ZeroDivisionError):
+        return ""
+
+
+def _rate_note(ctx: Ctx, v: float) -> str:
+    return f"Cap: arrival rate x duration <= {MAX_REQUESTS_PER_RUN:,} requests per strategy (longer runs are shortened)."
+
+
+CONTROLS: list[Control] = [
+    Control(PRESET_KEY, "Scenario preset", "Starting point for every control below (engine.presets.SCENARIOS). "
+            "'default': Llama-2-7B on an A100 80 GB; 'seed1-rtx3090': the source simulator's RTX 3090 setup. "
+            "Changing it resets the controls to the preset's values.", "Preset", "select", str,
+            options=lambda ctx: list(presets.SCENARIOS), default=lambda ctx: DEFAULT_PRESET),
+    Control(STRATEGY_KEY, "Strategies to compare", "Scheduling and caching policies simulated side by side on "
+            "the same request stream (common random numbers):\n\n" + "\n".join(
+                f"- **{p.name}**: {p.description}" for p in STRATEGIES.values()),
+            "Strategies", "multiselect", str, options=lambda ctx: list(STRATEGIES),
+            default=lambda ctx: list(DEFAULT_STRATEGIES)),
+    Control("gpu", "GPU", "GPU preset (engine.presets.GPUS): memory, HBM bandwidth and FP16 peak set the "
+            "service time; choosing one also resets the PCIe bandwidth to its host link.",
+            "Hardware and model", "select", str, options=lambda ctx: list(presets.GPUS), default=_base("gpu"),
+            note=_gpu_note),
+    Control("model", "Base model", "Base LLM (engine.presets.MODELS), fp16 weights. Its size and the GPU decide "
+            "how much memory is left for adapters and the KV cache.", "Hardware and model", "select", str,
+            options=lambda ctx: list(presets.MODELS), default=_base("model"), note=_model_note),
+    Control("prompt_tokens", "Prompt length (tokens)", "Mean prompt length per request, in tokens "
+            "(prefill work; fixed lengths unless the preset draws them).", "Traffic", "slider", int,
+            bounds=_const(16, 4096, 16), default=_base("prompt_tokens")),
+    Control("output_tokens", "Output length (tokens)", "Mean generated tokens per request (decode steps).",
+            "Traffic", "slider", int, bounds=_const(1, 1024, 1), default=_base("output_tokens")),
+    Control("num_adapters", "Number of adapters", "Distinct LoRA adapters the traffic is spread over.",
+            "Adapters", "slider", int, bounds=_const(1, 2000, 1), default=_base("num_adapters")),
+    Control("adapter_rank", "Adapter rank", "LoRA rank r of every adapter; its size is r x (in + out) x 2 bytes "
+            "per targeted module per layer.", "Adapters", "slider", int, bounds=_const(1, 256, 1),
+            default=_base("adapter_rank")),
+    Control("vram_budget_gb", "Adapter VRAM budget (GiB)", "GPU memory reserved for resident LoRA adapters, in GiB. "
+            "The maximum leaves room for the weights, the reserve and the KV cache of one request on the chosen "
+            "GPU and model (Scenario.max_vram_budget_gb()); the rest of memory is KV cache.",
+            "Hardware and model", "slider", float, bounds=_vram_bounds, default=_vram_default, fmt="%.2f",
+            note=_vram_note),
+    Control("pcie_gbps", "PCIe bandwidth (GB/s)", "Host-to-GPU copy bandwidth for adapter loads, in GB/s "
+            "(1e9 bytes/s). Defaults to the chosen GPU's practical host link rate.", "Hardware and model",
+            "slider", float, bounds=_const(1.0, 64.0, 0.5), default=_pcie_default, fmt="%.1f"),
+    Control("zipf_s", "Popularity skew (Zipf s)", "Zipf exponent of adapter popularity: 0 = uniform, "
+            "1 = classic Zipf, larger = a few adapters get most requests (dimensionless).", "Adapters", "slider",
+            float, bounds=_const(0.0, 3.0, 0.05), default=_base("zipf_s"), fmt="%.2f"),
+    Control("max_loras", "Max adapters on GPU (max_loras)", "GPU adapter slots, in adapters; 0 = limited by the "
+            "VRAM budget only (vLLM's max_loras).", "Adapters", "slider", int, bounds=_const(0, 256, 1),
+            default=_base("max_loras")),
+    Control("hot_set_k", "Hot-set size (adapters)", "Adapters the hot_set strategy pins in GPU memory before "
+            "serving (most popular first); -1 = as many as fit while keeping one swap slot. The maximum is the "
+            "adapters that fit in the budget minus one.", "Strategies", "slider", int, bounds=_hot_bounds,
+            default=_hot_default),
+    Control("arrival_process", "Arrival process", "Open-loop Poisson or gamma arrivals at the arrival rate, or a "
+            "closed loop of clients that each send the next request when the previous one finishes.",
+            "Traffic", "select", str, options=lambda ctx: list(ENUMS["arrival_process"]),
+            default=_base("arrival_process")),
+    Control("arrival_rate_rps", "Arrival rate (req/s)", "Mean request arrival rate, in requests per second "
+            "(open loop).", "Traffic", "slider", float, bounds=_const(0.5, 200.0, 0.5),
+            default=_base("arrival_rate_rps"), fmt="%.1f", applies=lambda ctx: ctx["arrival_process"] != "closed",
+            note=_rate_note),
+    Control("arrival_cv", "Inter-arrival CV", "Coefficient of variation of gamma inter-arrival gaps "
+            "(1 = Poisson, > 1 = burstier), dimensionless.", "Traffic", "slider", float,
+            bounds=_const(0.25, 4.0, 0.05), default=_base("arrival_cv"), fmt="%.2f",
+            applies=lambda ctx: ctx["arrival_process"] == "gamma"),
+    Control("concurrency", "Clients (closed loop)", "Number of closed-loop clients, each with one request in "
+            "flight.", "Traffic", "slider", int, bounds=_const(1, 512, 1), default=_base("concurrency"),
+            applies=lambda ctx: ctx["arrival_process"] == "closed"),
+    Control("batch_window_ms", "Batch window (ms)", "How long the batch strategy holds arrivals to group them "
+            "by adapter, in milliseconds.", "Strategies", "slider", float, bounds=_const(1.0, 200.0, 1.0),
+            default=_base("batch_window_ms"), fmt="%.0f"),
+    Control("duration_s", "Duration (s)", "Simulated traffic time in seconds (the first warm-up seconds are "
+            f"excluded from the metrics). Capped so that one run has at most {MAX_REQUESTS_PER_RUN:,} requests "
+            f"per strategy; closed-loop runs at most {MAX_CLOSED_DURATION_S:g} s.", "Run", "slider", float,
+            bounds=_const(60.0, 3600.0, 30.0), default=_base("duration_s"), fmt="%.0f"),
+    Control("slo_ttft_ms", "TTFT SLO (ms)", "Time-to-first-token objective in milliseconds; SLO attainment is "
+            "the share of requests at or under it.", "Run", "slider", float, bounds=_const(10.0, 5000.0, 10.0),
+            default=_base("slo_ttft_ms"), fmt="%.0f"),
+    Control("seed", "Random seed", "Seed of the request stream (integer); every strategy sees the same stream.",
+            "Run", "number", int, bounds=_const(0, 2**31 - 1, 1), default=_base("seed")),
+]
+BY_KEY = {c.key: c for c in CONTROLS}
+URL_KEYS = set(BY_KEY) | {BASELINE_KEY}
+#: Numeric scenario controls a sweep or crossover can vary.
+SWEEPABLE = ["arrival_rate_rps", "zipf_s", "batch_window_ms", "vram_budget_gb", "num_adapters", "pcie_gbps",
+             "output_tokens", "prompt_tokens", "adapter_rank", "max_loras"]
+
+
+@dataclass
+class Issue:
+    key: str
+    message: str
+    kind: str = "adjusted"   # "unknown" key, "malformed" value (dropped), "adjusted" (clamped/filtered), "ignored"
+
+
+# ------------------------------------------------------------------ parsing
+def _parse(c: Control, raw: Any) -> Any:
+    """Typed value from a URL string or a Python value; ValueError if malformed."""
+    if c.kind == "multiselect":
+        items = raw if isinstance(raw, (list, tuple)) else [raw]
+        return [str(x) for x in items]
+    if isinstance(raw, (list, tuple)):
+        raise ValueError("given more than once")
+    if c.dtype is str:
+        if not isinstance(raw, str):
+            raise ValueError("not a string")
+        return raw.strip()
+    if isinstance(raw, bool):
+        raise ValueError("not a number")
+    try:
+        f = float(raw.strip()) if isinstance(raw, str) else float(raw)
+    except (TypeError, ValueError):
+        raise ValueError("not a number") from None
+    if not math.isfinite(f):
+        raise ValueError("not a finite number")
+    if c.dtype is int:
+        if f != int(f):
+            raise ValueError("not an integer")
+        return int(f)
+    return f
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        s = f"{v:g}"
+        return s if float(s) == v else repr(v)
+    return str(v)
+
+
+def resolve(raw: Mapping[str, Any], *, source: str = "URL parameter",
+            fields: Mapping[str, Any] | None = None) -> tuple[dict, list[Issue]]:
+    """Resolve every control from ``raw`` (URL strings or Python values) in dependency order.
+
+    Missing keys take the control's default; malformed values are dropped (default);
+    out-of-range numbers are clamped; unknown options are dropped.  Returns the values
+    (``"_base"`` holds the preset's scenario dict) and one Issue per correction.
+    ``fields``: scenario fields that no control sets (an uploaded scenario.json), used
+    for the ranges; defaults always come from the preset.
+    """
+    issues: list[Issue] = []
+    ctx: Ctx = {"_fields": dict(fields) if fields else None}
+    for c in CONTROLS:
+        if c.key == PRESET_KEY:
+            ctx["_base"] = preset_dict(DEFAULT_PRESET)
+        if not c.applies(ctx):
+            if c.key in raw:
+                issues.append(Issue(c.key, f"{source} `{c.key}` ignored: it only applies with another "
+                                           f"arrival_process (now {ctx.get('arrival_process')!r})", "ignored"))
+            continue
+        default = c.default(ctx)
+        value = default
+        if c.key in raw:
+            try:
+                v = _parse(c, raw[c.key])
+            except ValueError as e:
+                issues.append(Issue(c.key, f"{source} `{c.key}`={raw[c.key]!r} dropped ({e}); "
+                                           f"using {_fmt(default) if not isinstance(default, list) else default}",
+                                    "malformed"))
+                v = None
+            if v is not None:
+                value, msg = _check(c, v, ctx, default)
+                if msg:
+                    issues.append(Issue(c.key, f"{source} `{c.key}`: {msg}"))
+        ctx[c.key] = value
+        if c.key == PRESET_KEY:
+            ctx["_base"] = preset_dict(value)
+    return ctx, issues
+
+
+def _check(c: Control, v: Any, ctx: Ctx, default: Any) -> tuple[Any, str | None]:
+    """Value inside the control's domain, and a message if it had to change."""
+    if c.kind == "select":
+        opts = c.options(ctx)
+        if v not in opts:
+            return default, f"{v!r} is not one of {', '.join(opts)}; using {default!r}"
+        return v, None
+    if c.kind == "multiselect":
+        opts = c.options(ctx)
+        good, bad = [], []
+        for x in v:
+            (good if x in opts else bad).append(x)
+        good = list(dict.fromkeys(good))
+        if not good:
+            return default, f"{', '.join(map(repr, v))} not among {', '.join(opts)}; using {', '.join(default)}"
+        if bad:
+            return good, f"unknown value(s) {', '.join(map(repr, bad))} dropped (allowed: {', '.join(opts)})"
+        return good, None
+    lo, hi, _ = c.bounds(ctx)
+    if v < lo:
+        return c.dtype(lo), f"{_fmt(v)} is below the minimum {_fmt(lo)}; clamped to {_fmt(c.dtype(lo))}"
+    if v > hi:
+        return c.dtype(hi), f"{_fmt(v)} is above the maximum {_fmt(hi)}; clamped to {_fmt(c.dtype(hi))}"
+    return v, None
+
+
+def clamp(c: Control, v: Any, ctx: Ctx) -> Any:
+    """``v`` forced into the control's current domain (silently)."""
+    try:
+        v = _parse(c, v)
+    except ValueError:
+        return c.default(ctx)
+    return _check(c, v, ctx, c.default(ctx))[0]
+
+
+def sanitize_query(query: Mapping[str, Sequence[str]]) -> tuple[dict[str, str | list[str]], list[Issue]]:
+    """Clean URL query parameters (``key -> list of values``) before any widget exists.
+
+    Unknown keys and malformed values are dropped, out-of-range numbers clamped, one
+    Issue each.  Returns the cleaned parameters in ``st.query_params.from_dict`` form.
+    """
+    issues: list[Issue] = []
+    raw: dict[str, Any] = {}
+    for key, vals in query.items():
+        vals = list(vals) if isinstance(vals, (list, tuple)) else [vals]
+        if key in STRATEGY_ALIASES:
+            raw.setdefault(STRATEGY_KEY, [])
+            raw[STRATEGY_KEY] = list(raw[STRATEGY_KEY]) + vals
+            continue
+        if key not in URL_KEYS:
+            issues.append(Issue(key, f"Unknown URL parameter `{key}` ignored: it is not a scenario control "
+                                     "(the 'Share this scenario' link lists the accepted ones)", "unknown"))
+            continue
+        if key == STRATEGY_KEY:
+            raw[key] = list(raw.get(key, [])) + vals
+        elif len(vals) != 1:
+            issues.append(Issue(key, f"URL parameter `{key}` given {len(vals)} times; using the last value"))
+            raw[key] = vals[-1]
+        else:
+            raw[key] = vals[0]
+    values, more = resolve({k: v for k, v in raw.items() if k != BASELINE_KEY})
+    issues += more
+    clean: dict[str, str | list[str]] = {}
+    for key in raw:
+        if key == BASELINE_KEY:
+            b = raw[key]
+            if b in values[STRATEGY_KEY]:
+                clean[key] = b
+            else:
+                issues.append(Issue(key, f"URL parameter `{BASELINE_KEY}`={b!r} is not one of the compared "
+                                         f"strategies ({', '.join(values[STRATEGY_KEY])}); dropped", "malformed"))
+            continue
+        if key not in values:          # not applicable
+            continue
+        if any(i.key == key and i.kind == "malformed" for i in more):
+            continue
+        v = values[key]
+        clean[key] = [str(x) for x in v] if isinstance(v, list) else _fmt(v)
+    return clean, issues
+
+
+def normalize_query(query: Mapping[str, Sequence[str]]) -> dict[str, str | list[str]]:
+    out: dict[str, str | list[str]] = {}
+    for k, vals in query.items():
+        vals = list(vals) if isinstance(vals, (list, tuple)) else [vals]
+        out[k] = vals if (k == STRATEGY_KEY or len(vals) != 1) else vals[0]
+    return out
+
+
+# -------------------------------------------------------------- scenario build
+def cap_scenario(sc: Scenario) -> tuple[Scenario, str | None]:
+    """Apply the hosted app's work cap; returns the scenario and a note if it changed."""
+    if sc.arrival_process == "closed":
+        if sc.duration_s > MAX_CLOSED_DURATION_S:
+            return (sc.replace(duration_s=MAX_CLOSED_DURATION_S),
+                    f"Closed-loop runs are capped at {MAX_CLOSED_DURATION_S:g} s; duration shortened from "
+                    f"{sc.duration_s:g} s.")
+        return sc, None
+    n = sc.arrival_rate_rps * sc.duration_s
+    if n > MAX_REQUESTS_PER_RUN:
+        dur = math.floor(MAX_REQUESTS_PER_RUN / sc.arrival_rate_rps)
+        kw = {"duration_s": float(dur)}
+        if sc.warmup_s >= dur:
+            kw["warmup_s"] = round(0.1 * dur, 3)
+        return (sc.replace(**kw),
+                f"Work cap: {sc.arrival_rate_rps:g} req/s x {sc.duration_s:g} s = {n:,.0f} requests exceeds "
+                f"{MAX_REQUESTS_PER_RUN:,} per strategy; simulated duration shortened to {dur:g} s.")
+    return sc, None
+
+
+def build_scenario(values: Mapping[str, Any], base: Mapping[str, Any] | None = None
+                   ) -> tuple[Scenario, list[str]]:
+    """Scenario from control values over ``base`` (the preset, or an uploaded scenario.json).
+
+    Raises ValueError (naming the field) if the engine rejects it.  ``strategy`` is the
+    first compared strategy; the caller varies it.
+    """
+    d = dict(base if base is not None else values["_base"])
+    for c in CONTROLS:
+        if c.is_field and c.key in values:
+            d[c.key] = values[c.key]
+    strategies = values.get(STRATEGY_KEY) or DEFAULT_STRATEGIES
+    d["strategy"] = strategies[0]
+    sc = Scenario.from_dict(d)
+    sc, note = cap_scenario(sc)
+    sc.validate()
+    return sc, [note] if note else []
+
+
+def share_query(values: Mapping[str, Any]) -> str:
+    """Query string carrying every control's current value (``?`` not included)."""
+    pairs: list[tuple[str, str]] = []
+    for c in CONTROLS:
+        if c.key not in values:
+            continue
+        v = values[c.key]
+        if isinstance(v, list):
+            pairs += [(c.key, str(x)) for x in v]
+        else:
+            pairs.append((c.key, _fmt(v)))
+    if values.get(BASELINE_KEY):
+        pairs.append((BASELINE_KEY, values[BASELINE_KEY]))
+    return urlencode(pairs)
+
+
+def conditions(sc: Scenario) -> str:
+    """One line stating the scenario's conditions, for titles."""
+    g, m = sc.gpu_spec, sc.model_spec
+    if sc.arrival_process == "closed":
+        load = f"closed loop, {sc.concurrency} clients"
+    else:
+        load = f"{sc.arrival_rate_rps:g} req/s {sc.arrival_process}"
+    return (f"{g.label} · {m.label} · {load} · {sc.num_adapters} adapters (rank {sc.adapter_rank}, "
+            f"Zipf s={sc.zipf_s:g}) · {sc.vram_budget_gb:g} GiB adapter budget · PCIe {sc.pcie_gbps:g} GB/s · "
+            f"{sc.duration_s:g} s simulated")
+
+
+def non_url_fields(base: Mapping[str, Any], preset: str) -> list[str]:
+    """Fields of ``base`` that differ from the preset and that no control (so no URL) carries."""
+    ref = preset_dict(preset)
+    return sorted(k for k, v in base.items()
+                  if k not in BY_KEY and k != "strategy" and ref.get(k) != v)
+
+
+# =========================================================== Streamlit widgets
+import streamlit as st  # noqa: E402  (the pure part above does not need it)
+
+_BOUNDS = "_control_bounds"
+_URL_CHECKED = "_url_checked"
+_URL_ISSUES = "_url_issues"
+_OVERRIDE = "_base_override"
+_STATE = "_app_state"
+
+
+@dataclass
+class AppState:
+    """What the pages need: control values, the scenario (or why there is none), notes."""
+
+    values: dict
+    strategies: list[str]
+    scenario: Scenario | None
+    error: str | None
+    notes: list[str]
+    base: dict
+    preset: str
+    override_fields: list[str]
+
+
+def current() -> AppState:
+    """The state ``main.py`` built for this run (pages call this)."""
+    return st.session_state[_STATE]
+
+
+def sanitize_url_once() -> None:
+    """Clean ``st.query_params`` on a session's first run, before any widget binds to it.
+
+    Streamlit seeds bound widgets from the URL of the run, so a corrected URL needs
+    one rerun to take effect; the warnings are kept in session state for display.
+    """
+    ss = st.session_state
+    if ss.get(_URL_CHECKED):
+        return
+    ss[_URL_CHECKED] = True
+    query = {k: st.query_params.get_all(k) for k in st.query_params}
+    clean, issues = sanitize_query(query)
+    if issues:
+        ss[_URL_ISSUES] = [i.message for i in issues]
+    if clean != normalize_query(query):
+        st.query_params.from_dict(clean)
+        st.rerun()
+
+
+def show_url_issues() -> None:
+    msgs = st.session_state.get(_URL_ISSUES)
+    if not msgs:
+        return
+    for m in msgs:
+        st.warning(m, icon=":material/link_off:")
+    if st.button("Dismiss link warnings", key="dismiss_url_issues", type="tertiary"):
+        st.session_state.pop(_URL_ISSUES, None)
+        st.rerun()
+
+
+def _preset_ctx(preset: str, gpu: str | None = None) -> Ctx:
+    ctx = {"_base": preset_dict(preset)}
+    if gpu is not None:
+        ctx["gpu"] = gpu
+    return ctx
+
+
+def _on_preset_change() -> None:
+    ss = st.session_state
+    values, _ = resolve({PRESET_KEY: ss[PRESET_KEY]})
+    for c in CONTROLS:
+        if c.key not in (PRESET_KEY, STRATEGY_KEY) and c.key in values:
+            ss[c.key] = values[c.key]
+    ss.pop(_OVERRIDE, None)
+
+
+def _on_gpu_change() -> None:
+    ss = st.session_state
+    ss["pcie_gbps"] = _pcie_default(_preset_ctx(ss.get(PRESET_KEY, DEFAULT_PRESET), ss["gpu"]))
+
+
+_CALLBACKS = {PRESET_KEY: _on_preset_change, "gpu": _on_gpu_change}
+
+
+def apply_scenario(sc: Scenario) -> list[Issue]:
+    """Set every control from a scenario (e.g. an uploaded scenario.json); keep its other fields."""
+    ss = st.session_state
+    d = sc.to_dict()
+    preset = ss.get(PRESET_KEY, DEFAULT_PRESET)
+    raw = {c.key: d[c.key] for c in CONTROLS if c.is_field}
+    raw[PRESET_KEY] = preset
+    strategies = list(ss.get(STRATEGY_KEY) or DEFAULT_STRATEGIES)
+    if sc.strategy not in strategies:
+        strategies.append(sc.strategy)
+    raw[STRATEGY_KEY] = strategies
+    values, issues = resolve(raw, source="scenario.json field", fields=d)
+    for c in CONTROLS:
+        if c.key != PRESET_KEY and c.key in values:
+            ss[c.key] = values[c.key]
+    ss[_OVERRIDE] = d
+    # fields of controls that do not apply (e.g. arrival_cv with Poisson arrivals) stay in the base
+    return [i for i in issues if i.kind != "ignored"]
+
+
+def on_scenario_upload() -> None:
+    """file_uploader callback: restore the uploaded scenario.json (errors kept for display)."""
+    ss = st.session_state
+    f = ss.get("scenario_upload")
+    ss.pop("_upload_error", None)
+    ss.pop("_upload_msg", None)
+    if f is None:
+        return
+    try:
+        text = f.getvalue().decode("utf-8")
+        sc = Scenario.from_json(text)
+        sc.validate()
+    except UnicodeDecodeError:
+        ss["_upload_error"] = f"{f.name}: not UTF-8 text; expected a scenario.json file"
+        return
+    except ValueError as e:
+        ss["_upload_error"] = f"{f.name}: {e}"
+        return
+    issues = apply_scenario(sc)
+    msg = f"Restored {f.name}."
+    if issues:
+        msg += " Adjusted to the controls' ranges: " + "; ".join(i.message for i in issues)
+    ss["_upload_msg"] = msg
+
+
+def _keep_valid(c: Control, ctx: Ctx, bounds, options) -> None:
+    """Before the widget exists: force its stored value into the current domain.
+
+    A slider whose range changed is a new widget to Streamlit; writing the (clamped)
+    value back to session state carries it over instead of resetting to the default.
+    """
+    ss = st.session_state
+    known = ss.setdefault(_BOUNDS, {})
+    dom = bounds if bounds is not None else tuple(options or ())
+    if c.key in ss:
+        cur = ss[c.key]
+        fixed = clamp(c, cur, ctx)
+        if fixed != cur or (c.kind == "slider" and known.get(c.key) not in (None, dom)):
+            ss[c.key] = fixed
+    known[c.key] = dom
+
+
+def _widget(c: Control, ctx: Ctx) -> Any:
+    bounds = c.bounds(ctx) if c.bounds else None
+    options = c.options(ctx) if c.options else None
+    default = clamp(c, c.default(ctx), ctx)
+    _keep_valid(c, ctx, bounds, options)
+    common = dict(key=c.key, help=c.help, bind="query-params")
+    if c.key in _CALLBACKS:
+        common["on_change"] = _CALLBACKS[c.key]
+    if c.kind == "select":
+        return st.selectbox(c.label, options, index=options.index(default), **common)
+    if c.kind == "multiselect":
+        return st.multiselect(c.label, options, default=default, placeholder="Choose strategies", **common)
+    lo, hi, step = (c.dtype(b) for b in bounds)
+    if c.kind == "number":
+        return st.number_input(c.label, min_value=lo, max_value=hi, value=c.dtype(default), step=step, **common)
+    return st.slider(c.label, min_value=lo, max_value=hi, value=c.dtype(default), step=step, format=c.fmt,
+                     **common)
+
+
+def render_sidebar() -> AppState:
+    """Draw every control in the sidebar (sections in display order, widgets in
+    dependency order), the share link, and store the resulting AppState."""
+    ss = st.session_state
+    override = ss.get(_OVERRIDE)
+    with st.sidebar:
+        st.markdown("### Scenario")
+        boxes = {}
+        for name in SECTIONS:
+            boxes[name] = st.container()
+            if name != "Preset":
+                boxes[name].markdown(f"**{name}**")
+        ctx: Ctx = {"_fields": override}
+        for c in CONTROLS:
+            if c.key == PRESET_KEY:
+                ctx["_base"] = preset_dict(DEFAULT_PRESET)
+            if not c.applies(ctx):
+                continue
+            with boxes[c.section]:
+                ctx[c.key] = _widget(c, ctx)
+                if c.note is not None:
+                    note = c.note(ctx, ctx[c.key])
+                    if note:
+                        st.caption(note)
+            if c.key == PRESET_KEY:
+                ctx["_base"] = preset_dict(ctx[c.key])
+
+    preset = ctx[PRESET_KEY]
+    base = dict(override) if override else dict(ctx["_base"])
+    strategies = list(ctx.get(STRATEGY_KEY) or [])
+    scenario, error, notes = None, None, []
+    try:
+        scenario, notes = build_scenario(ctx, base)
+    except ValueError as e:
+        error = str(e)
+    state = AppState(values=ctx, strategies=strategies, scenario=scenario, error=error, notes=notes,
+                     base=base, preset=preset,
+                     override_fields=non_url_fields(base, preset) if override else [])
+    ss[_STATE] = state
+    return state
+
+
+def render_share(state: AppState, page_path: str = "") -> None:
+    """Sidebar expander with the link that reproduces the current scenario."""
+    values = dict(state.values)
+    if st.session_state.get(BASELINE_KEY) in state.strategies:
+        values[BASELINE_KEY] = st.session_state[BASELINE_KEY]
+    base_url = st.context.url or f"http://localhost:8501/{page_path}"
+    url = f"{base_url.split('?')[0]}?{share_query(values)}"
+    with st.sidebar.expander("Share this scenario", icon=":material/share:"):
+        st.caption("This link restores every control above (the page's browser address also tracks "
+                   "the values that differ from the preset).")
+        st.code(url, language=None, wrap_lines=True)
+        if state.override_fields:
+            st.caption("Not carried by the link: fields of the uploaded scenario.json that differ from the "
+                       f"'{state.preset}' preset ({', '.join(state.override_fields)}). Share the scenario.json "
+                       "(What-if page, Export) instead.")
+
+
+def show_header(state: AppState, title: str, subtitle: str | None = None, help: str | None = None) -> None:
+    """Page title, the scenario's conditions, link warnings and run notes."""
+    st.title(title, anchor=False, help=help)
+    if subtitle:
+        st.markdown(subtitle)
+    show_url_issues()
+    if state.scenario is not None:
+        st.caption(conditions(state.scenario))
+    for n in state.notes:
+        st.info(n, icon=":material/speed:")
+    if state.override_fields:
+        st.caption(f"Base: uploaded scenario.json (differs from the '{state.preset}' preset in "
+                   f"{', '.join(state.override_fields)}).")
+    trace = st.session_state.get("_trace")
+    if trace is not None and title != "What-if":
+        st.caption(f"The uploaded trace {trace['name']} is replayed on the What-if page only; this page uses "
+                   "the generated workload.")

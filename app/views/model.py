@@ -1,0 +1,4 @@
+"""Model page (code: app/page_model.py)."""
+from app.page_model import render
+
+render()

@@ -1,0 +1,4 @@
+"""What-if page (code: app/page_whatif.py)."""
+from app.page_whatif import render
+
+render()

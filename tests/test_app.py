@@ -1,0 +1,302 @@
+"""The Streamlit app under AppTest: every page renders, controls drive the KPIs, the URL
+restores a scenario (bad parameters warn instead of failing), downloads carry the engine's
+data, scenario.json and trace uploads work."""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.runtime.media_file_manager import MediaFileManager
+from streamlit.testing.v1 import AppTest
+
+from app.page_whatif import fmt_value
+from engine import Scenario, simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+MAIN = str(ROOT / "app" / "main.py")
+# Generous: the first run in a fresh process may compile the Numba kernels.
+TIMEOUT = 180
+#: Short runs keep the page tests fast (the default preset simulates 600 s).
+FAST = {"duration_s": "60"}
+
+
+def app(**query) -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=TIMEOUT)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metric_values(at: AppTest) -> list[tuple[str, str]]:
+    return [(m.label, m.value) for m in at.metric]
+
+
+def charts(at: AppTest) -> list:
+    return list(at.get("vega_lite_chart"))
+
+
+def scenario_of(at: AppTest, store: dict) -> Scenario:
+    return Scenario.from_json(download(at, "dl_scenario", store).decode())
+
+
+@pytest.fixture
+def media(monkeypatch) -> dict:
+    """Capture what download buttons serve: url -> bytes (eager), file id -> callable (deferred)."""
+    store: dict = {}
+    add, add_deferred = MediaFileManager.add, MediaFileManager.add_deferred
+
+    def _add(self, path_or_data, mimetype, coordinates, file_name=None, is_for_static_download=False):
+        url = add(self, path_or_data, mimetype, coordinates, file_name, is_for_static_download)
+        store[url] = path_or_data
+        return url
+
+    def _add_deferred(self, data_callable, mimetype, coordinates, file_name=None, **kw):
+        fid = add_deferred(self, data_callable, mimetype, coordinates, file_name=file_name, **kw)
+        store[fid] = data_callable
+        return fid
+
+    monkeypatch.setattr(MediaFileManager, "add", _add)
+    monkeypatch.setattr(MediaFileManager, "add_deferred", _add_deferred)
+    return store
+
+
+def download(at: AppTest, key: str, store: dict) -> bytes:
+    proto = at.download_button(key=key).proto
+    data = store[proto.deferred_file_id]() if proto.deferred_file_id else store[proto.url]
+    return data.encode() if isinstance(data, str) else bytes(data)
+
+
+# ------------------------------------------------------------------- pages
+def test_home_page_renders_kpis_verdict_and_charts():
+    at = ok(app().run())
+    assert at.title[0].value == "What-if"
+    labels = [m.label for m in at.metric]
+    assert len(labels) == 3 * 6  # naive, hot_set, batch x six KPIs
+    for label in ["TTFT p50", "TTFT p99", "Tokens / s", "Swap rate", "Swap share", "SLO met"]:
+        assert labels.count(label) == 3
+    assert any("median TTFT" in i.value for i in at.info)
+    assert len(charts(at)) == 6  # CDF, breakdown, four time series
+    assert "NVIDIA A100 80 GB" in at.caption[0].value and "20 req/s" in at.caption[0].value
+    assert at.multiselect(key="strategy").value == ["naive", "hot_set", "batch"]
+    # deltas against the baseline, none on the baseline itself
+    assert at.selectbox(key="baseline").value == "naive"
+    assert all(m.delta in ("", None) for m in at.metric[:6])
+    assert any(m.delta for m in at.metric[6:])
+
+
+@pytest.mark.parametrize("page, expect", [
+    ("views/sweeps.py", "Sweeps"), ("views/crossover.py", "Crossover"), ("views/model.py", None),
+])
+def test_every_page_renders(page, expect):
+    at = ok(app(**FAST).run())
+    at.switch_page(page)
+    ok(at.run())
+    assert len(at.sidebar.children) > 0, "the shared controls must stay in the sidebar"
+    assert at.slider(key="arrival_rate_rps").value == 20.0
+    if expect:
+        assert at.title[0].value == expect
+        assert charts(at), "the page draws its charts"
+        assert not at.error
+    else:  # model page: docs/model.md or the note that it is missing
+        assert at.markdown or at.info
+
+
+def test_sweeps_figure_preset_and_work_cap():
+    at = ok(app(**FAST).run())
+    at.switch_page("views/sweeps.py")
+    ok(at.run())
+    assert at.selectbox(key="sweep_x").value == "arrival_rate_rps"
+    assert len(charts(at)) == 3  # TTFT p50, p99, swap rate vs x
+    at.selectbox(key="sweep_figure").set_value("Distribution effect (Zipf skew)")
+    ok(at.run())
+    assert at.selectbox(key="sweep_x").value == "zipf_s"
+    assert any("cap 2,500,000" in c.value for c in at.caption)
+    # too much work: refused with the cap stated, nothing simulated
+    at.slider(key="duration_s").set_value(3600.0)
+    at.slider(key="sweep_points").set_value(12)
+    at.slider(key="sweep_reps").set_value(5)
+    ok(at.run())
+    assert any("above the cap" in e.value for e in at.error)
+
+
+# ---------------------------------------------------------------- controls
+def test_changing_a_slider_changes_the_kpis():
+    at = ok(app().run())
+    before = metric_values(at)
+    at.slider(key="zipf_s").set_value(1.6)
+    ok(at.run())
+    after = metric_values(at)
+    assert len(after) == len(before) and after != before
+    assert "Zipf s=1.6" in at.caption[0].value
+
+
+def test_preset_switch_resets_every_control():
+    at = ok(app(**FAST).run())
+    at.selectbox(key="preset").set_value("seed1-rtx3090")
+    ok(at.run())
+    seed = Scenario.from_preset("seed1-rtx3090")
+    assert at.selectbox(key="gpu").value == "rtx3090"
+    assert at.slider(key="pcie_gbps").value == seed.pcie_gbps == 16.0
+    assert at.slider(key="vram_budget_gb").value == seed.vram_budget_gb
+    assert at.slider(key="arrival_rate_rps").value == seed.arrival_rate_rps
+    assert at.slider(key="num_adapters").value == seed.num_adapters
+    assert "RTX 3090" in at.caption[0].value and len(at.metric) == 18
+
+
+def test_strategies_alias_in_the_url():
+    at = ok(app(strategies=["slora", "naive"], **FAST).run())
+    assert not at.warning
+    assert at.multiselect(key="strategy").value == ["slora", "naive"]
+    assert len(at.metric) == 12
+
+
+def test_changing_the_gpu_resets_pcie_to_its_link():
+    at = ok(app(**FAST).run())
+    assert at.slider(key="pcie_gbps").value == 25.0
+    at.selectbox(key="gpu").set_value("h100-80gb")
+    ok(at.run())
+    assert at.slider(key="pcie_gbps").value == 50.0
+    assert "H100" in at.caption[0].value
+
+
+def test_vram_slider_range_follows_gpu_and_model():
+    at = ok(app(**FAST).run())
+    mx = Scenario.from_preset("default").max_vram_budget_gb()
+    assert mx - 0.25 < at.slider(key="vram_budget_gb").max <= mx
+    at.selectbox(key="gpu").set_value("rtx3090")
+    ok(at.run())
+    mx = Scenario.from_preset("default", gpu="rtx3090").max_vram_budget_gb()
+    assert mx - 0.25 < at.slider(key="vram_budget_gb").max <= mx
+    assert at.slider(key="vram_budget_gb").value == 2.0  # kept: still in range
+
+
+def test_query_params_restore_the_scenario(media):
+    at = ok(app(arrival_rate_rps="32", zipf_s="1.1", strategy="batch", gpu="h100-80gb", num_adapters="300",
+                **FAST).run())
+    assert not at.warning
+    assert at.slider(key="arrival_rate_rps").value == 32.0
+    assert at.slider(key="zipf_s").value == 1.1
+    assert at.slider(key="num_adapters").value == 300
+    assert at.selectbox(key="gpu").value == "h100-80gb"
+    assert at.slider(key="pcie_gbps").value == 50.0  # the GPU's link, not in the URL
+    assert at.multiselect(key="strategy").value == ["batch"]
+    assert len(at.metric) == 6
+    sc = scenario_of(at, media)
+    assert (sc.arrival_rate_rps, sc.zipf_s, sc.gpu, sc.num_adapters, sc.strategy) == (32.0, 1.1, "h100-80gb",
+                                                                                       300, "batch")
+    ref = simulate(sc).summary
+    assert at.metric[0].value == fmt_value(ref["ttft_p50_ms"], "ms")
+    # the share link carries every control
+    link = at.sidebar.get("code")[0].value
+    for part in ["arrival_rate_rps=32", "zipf_s=1.1", "strategy=batch", "gpu=h100-80gb", "num_adapters=300"]:
+        assert part in link
+
+
+def test_bad_query_params_warn_and_the_app_still_renders():
+    at = ok(app(arrival_rate_rps="-5", zipf_s="abc", foo="1", gpu="tpu-v9", strategy=["batch", "nope"],
+                **FAST).run())
+    text = " ".join(w.value for w in at.warning)
+    for name in ["arrival_rate_rps", "zipf_s", "foo", "gpu", "strategy"]:
+        assert f"`{name}`" in text, name
+    assert at.slider(key="arrival_rate_rps").value == 0.5  # clamped to the minimum
+    assert at.slider(key="zipf_s").value == 1.0  # dropped: default
+    assert at.selectbox(key="gpu").value == "a100-80gb"
+    assert at.multiselect(key="strategy").value == ["batch"]
+    assert len(at.metric) == 6
+    assert "foo" not in at.query_params and at.query_params.get("arrival_rate_rps") == "0.5"
+
+
+def test_work_cap_is_applied_and_stated():
+    at = ok(app(arrival_rate_rps="100", duration_s="3600", strategy="naive").run())
+    notes = " ".join(i.value for i in at.info)
+    assert "200,000" in notes and "2000 s" in notes
+    assert len(at.metric) == 6
+
+
+def test_invalid_scenario_shows_the_engines_error():
+    at = ok(app(gpu="rtx3090", model="llama-2-13b", **FAST).run())
+    assert any("model" in e.value and "do not fit" in e.value for e in at.error)
+
+
+# ----------------------------------------------------------- export / import
+def test_downloads_carry_the_engines_data(media):
+    at = ok(app(**FAST).run())
+    sc = scenario_of(at, media)
+    strategies = at.multiselect(key="strategy").value
+    res = {s: simulate(sc.replace(strategy=s)) for s in strategies}
+
+    req = pd.read_csv(io.BytesIO(download(at, "dl_requests", media)))
+    assert list(req.columns) == ["strategy", *res["naive"].requests.columns]
+    assert req.groupby("strategy", sort=False).size().to_dict() == {s: len(r.requests) for s, r in res.items()}
+    assert req["ttft_ms"].sum() == pytest.approx(sum(r.requests["ttft_ms"].sum() for r in res.values()))
+
+    summ = pd.read_csv(io.BytesIO(download(at, "dl_summary", media)))
+    assert list(summ["strategy"]) == strategies
+    assert set(res["naive"].summary) <= set(summ.columns)
+    assert summ["ttft_p50_ms"].tolist() == pytest.approx([r.summary["ttft_p50_ms"] for r in res.values()])
+
+    ts = pd.read_csv(io.BytesIO(download(at, "dl_timeseries", media)))
+    assert list(ts.columns) == ["strategy", *res["naive"].timeseries.columns]
+    assert len(ts) == sum(len(r.timeseries) for r in res.values())
+
+
+def test_scenario_json_upload_restores_it():
+    sc = Scenario.from_preset("default", zipf_s=1.7, arrival_rate_rps=12.0, num_adapters=150, duration_s=60.0,
+                              service_mode="fixed", strategy="slora")
+    at = ok(app().run())
+    at.file_uploader(key="scenario_upload").set_value(("scenario.json", sc.to_json().encode(), "application/json"))
+    ok(at.run())
+    assert [s.value for s in at.success] == ["Restored scenario.json."]  # nothing had to be adjusted
+    assert at.slider(key="zipf_s").value == 1.7
+    assert at.slider(key="arrival_rate_rps").value == 12.0
+    assert at.slider(key="num_adapters").value == 150
+    assert "slora" in at.multiselect(key="strategy").value
+    assert len(at.metric) == 4 * 6
+    assert any("service_mode" in c.value for c in at.caption)  # not carried by the URL, said so
+
+
+@pytest.mark.parametrize("content, expect", [
+    (b"{not json", "not valid JSON"),
+    (json.dumps({"zipf_s": -1}).encode(), "zipf_s"),
+    (json.dumps({"warp_drive": 1}).encode(), "warp_drive"),
+])
+def test_bad_scenario_json_shows_a_clear_error(content, expect):
+    at = ok(app(**FAST).run())
+    at.file_uploader(key="scenario_upload").set_value(("bad.json", content, "application/json"))
+    ok(at.run())
+    assert any(expect in e.value for e in at.error)
+    assert len(at.metric) == 18  # the current scenario is kept
+
+
+def _trace(n: int = 400, bad_row: int | None = None) -> bytes:
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame({"arrival_s": np.sort(rng.uniform(0, 55, n)).round(4),
+                       "adapter_id": rng.integers(0, 200, n), "prompt_tokens": 256, "output_tokens": 64})
+    if bad_row is not None:
+        df.loc[bad_row, "adapter_id"] = 999
+    return df.to_csv(index=False).encode()
+
+
+def test_trace_upload_replays_it(media):
+    at = ok(app(**FAST).run())
+    at.file_uploader(key="trace_upload").set_value(("trace.csv", _trace(), "text/csv"))
+    ok(at.run())
+    assert any("Replaying the uploaded trace" in i.value for i in at.info)
+    req = pd.read_csv(io.BytesIO(download(at, "dl_requests", media)))
+    assert req.groupby("strategy").size().unique().tolist() == [400]
+
+
+def test_bad_trace_names_the_first_bad_row():
+    at = ok(app(**FAST).run())
+    at.file_uploader(key="trace_upload").set_value(("trace.csv", _trace(bad_row=2), "text/csv"))
+    ok(at.run())
+    assert any("row 4" in e.value and "adapter_id" in e.value for e in at.error)

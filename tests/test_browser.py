@@ -1,0 +1,213 @@
+"""The real dashboard in a real browser: `streamlit run app/main.py` driven by Debian's
+headless Chromium through Playwright.
+
+Moves a slider with the keyboard and checks that a chart and the KPIs change, opens a
+shared URL and checks the controls, opens a bad URL and checks the warning, downloads the
+per-request CSV and compares it with the engine, and saves docs/screenshot.png.
+
+Without /usr/bin/chromium (or the playwright package) the test is skipped, unless
+REQUIRE_BROWSER=1 (CI), where it fails instead.  Playwright never downloads a browser.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+SCREENSHOT = ROOT / "docs" / "screenshot.png"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+LOAD_MS = 180_000  # first run in a fresh process may compile the Numba kernels
+STEP_MS = 90_000
+
+
+def _unavailable(reason: str):
+    if os.environ.get("REQUIRE_BROWSER") == "1":
+        pytest.fail(f"browser test required (REQUIRE_BROWSER=1) but {reason}")
+    pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`streamlit run app/main.py` on a free port; always terminated."""
+    if not Path(CHROMIUM).exists():
+        _unavailable(f"{CHROMIUM} is missing (apt-get install chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        _unavailable("the playwright package is not installed")
+    port = _free_port()
+    log = tmp_path_factory.mktemp("streamlit") / "server.log"
+    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app/main.py", f"--server.port={port}",
+             "--server.address=127.0.0.1", "--server.headless=true", "--server.fileWatcherType=none"],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"streamlit exited early:\n{log.read_text(errors='replace')[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=5) as r:
+                    if r.read().decode().strip() == "ok":
+                        break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"streamlit never became healthy:\n{log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.5)
+        yield base
+        assert "Traceback" not in log.read_text(errors="replace"), log.read_text(errors="replace")[-3000:]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+    pg = ctx.new_page()
+    pg.set_default_timeout(STEP_MS)
+    try:
+        yield pg
+    finally:
+        ctx.close()
+
+
+# ------------------------------------------------------------------ helpers
+METRICS_JS = "() => [...document.querySelectorAll('[data-testid=stMetricValue]')].map(e => e.innerText).join('|')"
+
+
+def wait_idle(pg, timeout: int = STEP_MS) -> None:
+    """Until the script has finished its run (no 'Running...' status widget) and KPIs exist."""
+    pg.wait_for_selector('[data-testid="stMetricValue"]', timeout=timeout)
+    pg.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
+    pg.wait_for_timeout(700)  # charts finish drawing
+    pg.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
+
+
+def open_app(pg, base: str, query: str = "") -> None:
+    pg.goto(f"{base}/{query}")
+    wait_idle(pg, LOAD_MS)
+
+
+def slider(pg, label: str):
+    return pg.locator(f'input[type="range"][aria-label="{label}"]')
+
+
+def metrics(pg) -> str:
+    return pg.evaluate(METRICS_JS)
+
+
+def assert_no_exception(pg) -> None:
+    assert pg.locator('[data-testid="stException"]').count() == 0
+
+
+# -------------------------------------------------------------------- tests
+def test_slider_moves_charts_and_kpis_and_screenshot(page, server):
+    open_app(page, server)
+    assert_no_exception(page)
+    assert page.locator('[data-testid="stMetric"]').count() == 18
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT))
+
+    chart = page.locator('[data-testid="stVegaLiteChart"]').first
+    chart.scroll_into_view_if_needed()
+    chart_before = chart.screenshot()
+    before = metrics(page)
+
+    zipf = slider(page, "Popularity skew (Zipf s)")
+    assert zipf.get_attribute("value") == "1"
+    zipf.focus()
+    for _ in range(6):
+        page.keyboard.press("ArrowRight")
+    page.wait_for_function(f"(b) => ({METRICS_JS})() !== b", arg=before, timeout=STEP_MS)
+    wait_idle(page)
+    assert zipf.get_attribute("value") == "1.3"
+    assert metrics(page) != before
+    assert "zipf_s=1.3" in page.url  # the control is bound to the URL
+    chart.scroll_into_view_if_needed()
+    assert chart.screenshot() != chart_before, "the TTFT chart did not change"
+    assert_no_exception(page)
+
+
+def test_shared_url_restores_the_controls(page, server):
+    open_app(page, server, "?arrival_rate_rps=32&zipf_s=1.1&strategy=batch&gpu=h100-80gb")
+    assert_no_exception(page)
+    assert slider(page, "Arrival rate (req/s)").get_attribute("value") == "32"
+    assert slider(page, "Popularity skew (Zipf s)").get_attribute("value") == "1.1"
+    assert slider(page, "PCIe bandwidth (GB/s)").get_attribute("value") == "50"  # the H100's link
+    assert page.locator('input[role="combobox"][aria-label="GPU"]').input_value() == "h100-80gb"
+    strategies = page.locator('[data-testid="stMultiSelect"]').first.inner_text()
+    assert "batch" in strategies and "naive" not in strategies and "hot_set" not in strategies
+    assert page.locator('[data-testid="stMetric"]').count() == 6
+    assert "H100" in page.locator('[data-testid="stCaptionContainer"]').first.inner_text()
+    # the share link carries the values
+    page.get_by_test_id("stExpander").get_by_text("Share this scenario").click()
+    link = page.locator('[data-testid="stSidebar"] [data-testid="stCode"]').inner_text()
+    assert "arrival_rate_rps=32" in link and "gpu=h100-80gb" in link
+
+
+def test_bad_url_warns_and_still_renders(page, server):
+    open_app(page, server, "?arrival_rate_rps=9999&zipf_s=abc&foo=1")
+    assert_no_exception(page)
+    text = " ".join(page.locator('[data-testid="stAlertContentWarning"]').all_inner_texts())
+    for name in ["arrival_rate_rps", "zipf_s", "foo"]:
+        assert name in text, text
+    assert slider(page, "Arrival rate (req/s)").get_attribute("value") == "200"
+    assert page.locator('[data-testid="stMetric"]').count() == 18
+    assert "foo" not in page.url and "arrival_rate_rps=200" in page.url
+
+
+def test_download_per_request_csv(page, server, tmp_path):
+    from engine import Scenario, simulate
+
+    open_app(page, server, "?duration_s=120&strategy=naive&strategy=batch")
+    button = page.get_by_role("button", name="Per-request CSV")
+    button.scroll_into_view_if_needed()
+    with page.expect_download(timeout=STEP_MS) as info:
+        button.click()
+    path = tmp_path / "requests.csv"
+    info.value.save_as(path)
+    df = pd.read_csv(path)
+    sc = Scenario.from_preset("default", duration_s=120.0)
+    ref = {s: simulate(sc.replace(strategy=s)).requests for s in ["naive", "batch"]}
+    assert list(df.columns) == ["strategy", *ref["naive"].columns]
+    assert df.groupby("strategy", sort=False).size().to_dict() == {s: len(r) for s, r in ref.items()}

@@ -1,0 +1,208 @@
+"""app/charts.py: every chart builds and validates without Streamlit; encodings, fields, row limits."""
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import pytest
+
+from app import charts
+from engine import STRATEGIES
+
+RNG = np.random.default_rng(0)
+
+
+def _requests(n: int, scale: float, warmup: float = 5.0, duration: float = 60.0) -> pd.DataFrame:
+    arrival = np.sort(RNG.uniform(0, duration + 5, n))
+    ttft = RNG.lognormal(np.log(scale), 0.5, n)
+    return pd.DataFrame({"arrival_s": arrival, "ttft_ms": ttft, "completed": RNG.random(n) > 0.02})
+
+
+def _timeseries(n: int) -> pd.DataFrame:
+    t = np.arange(n) * 0.3
+    return pd.DataFrame({"t_s": t, "queue_len": RNG.poisson(2, n).astype(float),
+                         "resident_adapters": np.full(n, 64.0), "loads_in_flight": RNG.random(n),
+                         "kv_used_frac": RNG.random(n) * 0.2})
+
+
+def _layers(spec: dict) -> list[dict]:
+    return spec.get("layer", [spec])
+
+
+def _data_rows(chart) -> int:
+    return len(chart.data) if isinstance(chart.data, pd.DataFrame) else 0
+
+
+# ------------------------------------------------------------------ helpers
+def test_strategy_colors_are_stable_across_subsets():
+    full = charts.strategy_scale(list(STRATEGIES)).to_dict()
+    sub = charts.strategy_scale(["batch", "naive"]).to_dict()
+    assert sub["domain"] == ["naive", "batch"]  # engine order, not input order
+    colors = dict(zip(full["domain"], full["range"]))
+    assert dict(zip(sub["domain"], sub["range"])) == {s: colors[s] for s in sub["domain"]}
+    assert len(set(full["range"])) == len(full["range"]) or len(full["range"]) > len(charts._PALETTE)
+    assert charts.strategy_color("batch") == colors["batch"]
+
+
+def test_downsample_keeps_ends_and_limit():
+    df = pd.DataFrame({"a": np.arange(10_000)})
+    d = charts.downsample(df, 500)
+    assert len(d) <= 500 and d["a"].iloc[0] == 0 and d["a"].iloc[-1] == 9_999
+    assert charts.downsample(df.head(10), 500).equals(df.head(10))
+
+
+def test_legend_html_lists_strategies_with_their_colours():
+    html = charts.legend_html(["naive", "batch"], "note")
+    assert "naive" in html and "batch" in html and charts.strategy_color("batch") in html and "note" in html
+
+
+# ----------------------------------------------------------------- TTFT CDF
+def test_cdf_frame_quantiles_per_strategy_and_window():
+    reqs = {"naive": _requests(20_000, 40.0), "batch": _requests(5_000, 25.0)}
+    df = charts.cdf_frame(reqs, window=(5.0, 60.0), n_points=200)
+    assert list(df.columns) == ["strategy", "ttft_ms", "cdf"]
+    assert df.groupby("strategy").size().to_dict() == {"naive": 200, "batch": 200}
+    for _, g in df.groupby("strategy"):
+        assert g["ttft_ms"].is_monotonic_increasing and g["cdf"].is_monotonic_increasing
+        assert g["cdf"].iloc[0] == 0.0 and 0.999 < g["cdf"].iloc[-1] < 1.0
+    # the median matches the window's completed requests
+    r = reqs["naive"]
+    r = r[r["completed"] & (r["arrival_s"] >= 5) & (r["arrival_s"] < 60)]
+    g = df[df["strategy"] == "naive"]
+    med = np.interp(0.5, g["cdf"], g["ttft_ms"])
+    assert med == pytest.approx(r["ttft_ms"].median(), rel=0.02)
+
+
+def test_cdf_frame_empty_and_nan():
+    empty = pd.DataFrame({"arrival_s": [1.0], "ttft_ms": [np.nan], "completed": [True]})
+    df = charts.cdf_frame({"naive": empty})
+    assert len(df) == 0 and list(df.columns) == ["strategy", "ttft_ms", "cdf"]
+
+
+@pytest.mark.parametrize("log_x", [True, False])
+def test_ttft_cdf_chart_encodings(log_x):
+    df = charts.cdf_frame({"naive": _requests(3000, 40), "hot_set": _requests(3000, 30)})
+    chart = charts.ttft_cdf_chart(df, log_x=log_x)
+    spec = chart.to_dict()  # validates against the Vega-Lite schema
+    assert spec["mark"]["type"] == "line"
+    enc = spec["encoding"]
+    assert enc["x"]["field"] == "ttft_ms" and enc["x"]["type"] == "quantitative"
+    assert enc["y"]["field"] == "cdf" and enc["y"]["scale"]["domain"] == [0, 1]
+    assert enc["color"]["field"] == "strategy"
+    assert enc["color"]["scale"]["domain"] == ["naive", "hot_set"]
+    assert (enc["x"]["scale"].get("type") == "log") is log_x
+    assert {t["field"] for t in enc["tooltip"]} == {"strategy", "cdf", "ttft_ms"}
+    assert _data_rows(chart) == 2 * charts.CDF_POINTS
+
+
+def test_charts_refuse_oversized_data():
+    big = pd.DataFrame({"strategy": "naive", "ttft_ms": np.arange(charts.MAX_CHART_ROWS + 1.0),
+                        "cdf": np.linspace(0, 1, charts.MAX_CHART_ROWS + 1)})
+    with pytest.raises(ValueError, match="rows"):
+        charts.ttft_cdf_chart(big)
+
+
+def test_specs_are_deterministic():
+    df = charts.cdf_frame({"naive": _requests(1000, 40)})
+    assert charts.ttft_cdf_chart(df).to_json() == charts.ttft_cdf_chart(df).to_json()
+
+
+def test_unvalidated_gives_the_same_spec():
+    df = charts.cdf_frame({"naive": _requests(1000, 40)})
+    assert charts.unvalidated(charts.ttft_cdf_chart(df)).to_dict() == charts.ttft_cdf_chart(df).to_dict()
+
+
+# ---------------------------------------------------------------- breakdown
+def test_breakdown_frame_and_chart():
+    summ = {"naive": {"queue_mean_ms": 5.0, "load_wait_mean_ms": 2.0, "prefill_mean_ms": 20.0},
+            "batch": {"queue_mean_ms": 15.0, "load_wait_mean_ms": 0.5, "prefill_mean_ms": 20.0}}
+    df = charts.breakdown_frame(summ)
+    assert len(df) == 6 and set(df["component"]) == set(charts.BREAKDOWN.values())
+    assert df.groupby("strategy")["ms"].sum().to_dict() == {"naive": 27.0, "batch": 35.5}
+    chart = charts.ttft_breakdown_chart(df)
+    spec = chart.to_dict()
+    assert spec["mark"]["type"] == "bar"
+    enc = spec["encoding"]
+    assert enc["x"]["field"] == "ms" and enc["x"]["stack"] == "zero"
+    assert enc["y"]["field"] == "strategy" and enc["y"]["sort"] == ["naive", "batch"]
+    assert enc["color"]["field"] == "component"
+    assert enc["order"]["field"] == "order"
+
+
+# --------------------------------------------------------------- time series
+def test_timeseries_frame_downsamples_and_chart_per_metric():
+    ts = {"naive": _timeseries(3000), "slora": _timeseries(50)}
+    df = charts.timeseries_frame(ts, max_points=400)
+    assert list(df.columns) == ["strategy", "t_s", "metric", "value"]
+    counts = df.groupby(["strategy", "metric"]).size()
+    assert counts.max() <= 400 and counts[("slora", "queue_len")] == 50
+    assert set(df["metric"]) == set(charts.TS_METRICS)
+    for metric in charts.TS_METRICS:
+        chart = charts.timeseries_chart(df, metric)
+        spec = chart.to_dict()
+        assert spec["mark"]["type"] == "line"
+        assert spec["encoding"]["x"]["field"] == "t_s" and spec["encoding"]["y"]["field"] == "value"
+        assert spec["encoding"]["color"]["legend"] is None
+        assert spec["title"] == charts.TS_METRICS[metric][0]
+        assert set(chart.data.columns) == {"strategy", "t_s", "value"}
+        assert len(chart.data) == (df["metric"] == metric).sum() <= 800
+    with_legend = charts.timeseries_chart(df, "queue_len", legend=True).to_dict()
+    assert with_legend["encoding"]["color"]["legend"] is not None
+
+
+# -------------------------------------------------------------------- sweeps
+def _agg() -> pd.DataFrame:
+    rows = []
+    for s, k in (("naive", 1.0), ("batch", 0.7)):
+        for x in (4.0, 8.0, 16.0):
+            for m, v in (("ttft_p50_ms", 10 * k * x), ("swap_rate", 0.3 * k)):
+                rows.append({"x": x, "strategy": s, "metric": m, "mean": v, "ci_low": 0.9 * v,
+                             "ci_high": 1.1 * v, "n": 3})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("log_y", [False, True])
+def test_sweep_chart_line_and_ci_band(log_y):
+    chart = charts.sweep_chart(_agg(), "ttft_p50_ms", "Arrival rate (req/s)", "TTFT p50 (ms)", log_y=log_y)
+    spec = chart.to_dict()
+    band, line = _layers(spec)
+    assert band["mark"]["type"] == "area"
+    assert band["encoding"]["y"]["field"] == "ci_low" and band["encoding"]["y2"]["field"] == "ci_high"
+    assert line["mark"]["type"] == "line"
+    assert line["encoding"]["y"]["field"] == "mean" and line["encoding"]["x"]["field"] == "x"
+    assert (line["encoding"]["y"]["scale"].get("type") == "log") is log_y
+    assert len(chart.data) == 6  # one metric: 2 strategies x 3 points
+
+
+# ----------------------------------------------------------------- crossover
+def test_crossover_chart_winner_colour_and_margin_tooltip():
+    df = pd.DataFrame({"x": [4.0, 4.0, 8.0, 8.0], "y": [0.5, 1.0, 0.5, 1.0],
+                       "winner": ["naive", "hot_set", "batch", "batch"], "best_ms": [10.0, 11, 12, 13],
+                       "runner_up": ["batch", "naive", "naive", "naive"], "runner_up_ms": [11.0, 12, 18, 13.1],
+                       "margin_ms": [1.0, 1, 6, 0.1], "margin_pct": [0.1, 1 / 11, 0.5, 0.1 / 13]})
+    chart = charts.crossover_chart(df, "Arrival rate (req/s)", "Zipf s")
+    spec = chart.to_dict()
+    rect, text = _layers(spec)
+    assert rect["mark"]["type"] == "rect" and text["mark"]["type"] == "text"
+    assert rect["encoding"]["color"]["field"] == "winner"
+    assert rect["encoding"]["color"]["scale"]["domain"] == ["naive", "hot_set", "batch"]
+    fields = {t["field"] for t in rect["encoding"]["tooltip"]}
+    assert {"winner", "margin_ms", "margin_pct", "runner_up", "best_ms"} <= fields
+    assert rect["encoding"]["x"]["field"] == "x_label" and rect["encoding"]["y"]["field"] == "y_label"
+    assert list(chart.data["margin_label"]) == ["+10%", "+9.1%", "+50%", "+0.8%"]
+    assert len(chart.data) == 4
+
+
+def test_charts_from_a_real_simulation():
+    """End to end on engine output: the frames the app builds chart without error."""
+    from engine import Scenario, simulate
+
+    sc = Scenario.from_preset("default", duration_s=60.0, warmup_s=5.0, arrival_rate_rps=10.0)
+    r = simulate(sc)
+    cdf = charts.cdf_frame({"naive": r.requests}, (sc.warmup_s, sc.duration_s))
+    charts.ttft_cdf_chart(cdf).to_dict()
+    charts.ttft_breakdown_chart(charts.breakdown_frame({"naive": r.summary})).to_dict()
+    ts = charts.timeseries_frame({"naive": r.timeseries})
+    for m in charts.TS_METRICS:
+        charts.timeseries_chart(ts, m).to_dict()
+    assert isinstance(charts.ttft_cdf_chart(cdf), alt.Chart)
