@@ -12,40 +12,62 @@ def _pct(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q)) if len(x) else float("nan")
 
 
-def summarize(sc, req: pd.DataFrame, counters: dict) -> dict:
-    """Flat dict of metrics over requests that arrived in [warmup_s, duration_s)."""
-    m = (req["arrival_s"] >= sc.warmup_s) & (req["arrival_s"] < sc.duration_s)
-    r = req[m]
-    done = r[r["completed"]]
-    ttft = done["ttft_ms"].to_numpy()
+def summarize(sc, req, counters: dict) -> dict:
+    """Flat dict of metrics over requests that arrived in [warmup_s, duration_s).
+
+    ``req`` is the per-request table (a DataFrame or a dict of NumPy arrays with its columns).
+    """
+    col = (lambda k: req[k]) if isinstance(req, dict) else (lambda k: req[k].to_numpy())
+    arrival = col("arrival_s")
+    m = (arrival >= sc.warmup_s) & (arrival < sc.duration_s)
+    completed = col("completed").astype(bool)
+    done = m & completed
+    ttft = col("ttft_ms")[done]
+    loaded = col("loaded").astype(bool)
     window = sc.duration_s - sc.warmup_s
-    fin = req["finish_s"].to_numpy()
+    fin = col("finish_s")
     in_win = (fin >= sc.warmup_s) & (fin < sc.duration_s)
-    n_req, n_done = len(r), len(done)
-    tpot = done["tpot_ms"].dropna().to_numpy()
+    n_req, n_done = int(m.sum()), int(done.sum())
+    tpot = col("tpot_ms")[done]
+    tpot = tpot[np.isfinite(tpot)]
+    tier = col("tier")
+    tier_codes = tier.codes if hasattr(tier, "codes") else None
     ttft_sum = float(ttft.sum())
+
+    def mean(x):
+        return float(x.mean()) if len(x) else math.nan
+
+    if tier_codes is not None:
+        t_m = np.asarray(tier_codes)[m]
+        gpu_frac = float((t_m == 0).mean()) if n_req else math.nan
+        disk_frac = float((t_m == 2).mean()) if n_req else math.nan
+    else:
+        t_m = np.asarray(tier)[m]
+        gpu_frac = float((t_m == "gpu").mean()) if n_req else math.nan
+        disk_frac = float((t_m == "disk").mean()) if n_req else math.nan
+    lw = col("load_wait_ms")[done]
     s = {
         "requests": n_req,
         "completed": n_done,
         "not_completed": n_req - n_done,
-        "ttft_mean_ms": float(ttft.mean()) if n_done else math.nan,
+        "ttft_mean_ms": mean(ttft),
         "ttft_p50_ms": _pct(ttft, 50),
         "ttft_p90_ms": _pct(ttft, 90),
         "ttft_p99_ms": _pct(ttft, 99),
-        "queue_mean_ms": float(done["queue_ms"].mean()) if n_done else math.nan,
-        "load_wait_mean_ms": float(done["load_wait_ms"].mean()) if n_done else math.nan,
-        "prefill_mean_ms": float(done["prefill_ms"].mean()) if n_done else math.nan,
-        "tpot_mean_ms": float(tpot.mean()) if len(tpot) else math.nan,
-        "e2e_mean_ms": float(done["e2e_ms"].mean()) if n_done else math.nan,
-        "e2e_p99_ms": _pct(done["e2e_ms"].to_numpy(), 99),
+        "queue_mean_ms": mean(col("queue_ms")[done]),
+        "load_wait_mean_ms": mean(lw),
+        "prefill_mean_ms": mean(col("prefill_ms")[done]),
+        "tpot_mean_ms": mean(tpot),
+        "e2e_mean_ms": mean(col("e2e_ms")[done]),
+        "e2e_p99_ms": _pct(col("e2e_ms")[done], 99),
         "throughput_req_s": float(in_win.sum() / window),
-        "throughput_tok_s": float(req["output_tokens"].to_numpy()[in_win].sum() / window),
-        "swap_rate": float(done["loaded"].sum() / n_done) if n_done else math.nan,
-        "swap_share_of_ttft": float(done["load_wait_ms"].sum() / ttft_sum) if ttft_sum > 0 else 0.0,
+        "throughput_tok_s": float(col("output_tokens")[in_win].sum() / window),
+        "swap_rate": float(loaded[done].sum() / n_done) if n_done else math.nan,
+        "swap_share_of_ttft": float(lw.sum() / ttft_sum) if ttft_sum > 0 else 0.0,
         "gpu_busy_frac": counters["busy_s_in_window"] / window,
-        "hit_rate_gpu": float(1.0 - r["loaded"].mean()) if n_req else math.nan,
-        "tier_gpu_frac": float((r["tier"] == "gpu").mean()) if n_req else math.nan,
-        "tier_disk_frac": float((r["tier"] == "disk").mean()) if n_req else math.nan,
+        "hit_rate_gpu": float(1.0 - loaded[m].mean()) if n_req else math.nan,
+        "tier_gpu_frac": gpu_frac,
+        "tier_disk_frac": disk_frac,
         "slo_attainment": float((ttft <= sc.slo_ttft_ms).sum() / n_req) if n_req else math.nan,
     }
     s.update(counters)

@@ -20,6 +20,8 @@ from .workload import Workload, generate, popularity
 
 TIER_NAMES = np.array(["gpu", "cpu", "disk"])
 EVENT_NAMES = np.array(["swap", "evict", "compact", "reject"])
+_TIER_DTYPE = pd.CategoricalDtype(list(TIER_NAMES))
+_EVENT_DTYPE = pd.CategoricalDtype(list(EVENT_NAMES))
 MAX_EVENTS = 2_000_000
 
 
@@ -281,7 +283,7 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
     queue = ttft - lw - prefill
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(out > 1, (finish - first) * 1e3 / (out - 1), np.nan)
-    req = pd.DataFrame({
+    cols = {
         "arrival_s": arrival,
         "adapter": R_i[L.RI_ADAPTER][issued],
         "prompt_tokens": R_i[L.RI_PROMPT][issued],
@@ -294,9 +296,10 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
         "e2e_ms": (finish - arrival) * 1e3,
         "finish_s": finish,
         "loaded": R_i[L.RI_LOADED][issued].astype(bool),
-        "tier": pd.Categorical.from_codes(R_i[L.RI_TIER][issued], categories=list(TIER_NAMES)),
+        "tier": pd.Categorical.from_codes(R_i[L.RI_TIER][issued], dtype=_TIER_DTYPE),
         "completed": status == L.ST_DONE,
-    })
+    }
+    req = pd.DataFrame(cols, copy=False)
     end_t = float(S_f[L.SF_END_T])
     nb = int(min(arr["ts"].shape[0], math.ceil(max(end_t, sc.duration_s) / arr["fp"][L.FP_BUCKET])))
     bucket = arr["fp"][L.FP_BUCKET]
@@ -317,7 +320,7 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
     ne = int(S_i[L.SI_NEV])
     ev = pd.DataFrame({
         "t_s": arr["ev_t"][:ne],
-        "kind": pd.Categorical.from_codes(arr["ev_i"][0, :ne], categories=list(EVENT_NAMES)),
+        "kind": pd.Categorical.from_codes(arr["ev_i"][0, :ne], dtype=_EVENT_DTYPE),
         "adapter": arr["ev_i"][1, :ne],
         "bytes": arr["ev_i"][2, :ne],
     })
@@ -347,7 +350,7 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
         "memory_mode": effective(sc)["memory_mode"],
         "load_mode": effective(sc)["load_mode"],
     }
-    summary = summarize(sc, req, counters)
+    summary = summarize(sc, cols, counters)
     return SimResult(scenario=sc, requests=req, timeseries=ts, summary=summary, events=ev)
 
 
