@@ -325,3 +325,206 @@ def crossover_chart(df: pd.DataFrame, x_title: str, y_title: str, height: int = 
     text = base.mark_text(fontSize=12, color="#1F2330").encode(
         text=alt.Text("margin_label:N"), tooltip=tooltip)
     return alt.layer(rect, text).properties(height=height)
+
+
+# ------------------------------------------------------------ KV interference
+#: Fragmentation time-series column of ``SimResult.timeseries`` (docs/model.md section 3.4).
+KV_FRAG = "kv_frag"
+
+
+def _in_order(names: Iterable[str]) -> list[str]:
+    """Distinct names in order of appearance."""
+    return list(dict.fromkeys(str(n) for n in names))
+
+
+def _ordered_scale(names: Sequence[str]) -> alt.Scale:
+    """Colour scale with the domain in the given order, each strategy in its fixed colour."""
+    return alt.Scale(domain=list(names), range=[strategy_color(s) for s in names])
+
+
+def kv_frag_frame(timeseries: Mapping[str, pd.DataFrame], t_max: float | None = None, smooth_s: float = 0.0,
+                  max_points: int = TS_MAX_POINTS) -> pd.DataFrame:
+    """``kv_frag`` per strategy as a long frame (strategy, t_s, metric, value), for ``kv_frag_chart``.
+
+    ``smooth_s`` > 0: trailing moving average over that many seconds of time buckets (the raw
+    series jumps between 0 and large values from one bucket to the next).  Then cut at ``t_max``
+    and downsampled to at most ``max_points`` per strategy.
+    """
+    parts = []
+    for s, ts in timeseries.items():
+        t = ts[["t_s", KV_FRAG]].sort_values("t_s")
+        v = t[KV_FRAG].astype(float)
+        if smooth_s > 0 and len(t) > 1:
+            dt = float(np.median(np.diff(t["t_s"].to_numpy(dtype=float))))
+            k = max(1, int(round(smooth_s / dt))) if dt > 0 else 1
+            v = v.rolling(k, min_periods=1).mean()
+        d = pd.DataFrame({"strategy": s, "t_s": t["t_s"].to_numpy(dtype=float), "metric": KV_FRAG,
+                          "value": v.to_numpy(dtype=float)})
+        if t_max is not None:
+            d = d[d["t_s"] <= t_max]
+        parts.append(downsample(d, max_points))
+    if not parts:
+        return pd.DataFrame(columns=["strategy", "t_s", "metric", "value"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def kv_frag_chart(df: pd.DataFrame, warmup_s: float | None = None, height: int = 380,
+                  title: str = "KV fragmentation over time") -> alt.Chart:
+    """``kv_frag`` over time, one line per strategy (legend on top, in the frame's order).
+
+    ``df``: ``kv_frag_frame`` or ``timeseries_frame(..., metrics=[KV_FRAG])`` (columns strategy,
+    t_s, metric, value).  ``warmup_s``: a dashed rule where the measurement window starts.
+    """
+    d = _cap(df.loc[df["metric"].to_numpy(dtype=object) == KV_FRAG, ["strategy", "t_s", "value"]])
+    strategies = _in_order(d["strategy"])
+    line = (
+        alt.Chart(d)
+        .mark_line(strokeWidth=1.8, interpolate="linear", opacity=0.9)
+        .encode(
+            x=alt.X("t_s:Q", title="Simulated time (s)"),
+            y=alt.Y("value:Q", title="Fragmentation", axis=alt.Axis(format=".0%")),
+            color=alt.Color("strategy:N", title="Policy", scale=_ordered_scale(strategies), sort=strategies,
+                            legend=_legend()),
+            tooltip=[alt.Tooltip("strategy:N", title="Policy"),
+                     alt.Tooltip("t_s:Q", title="t (s)", format=",.1f"),
+                     alt.Tooltip("value:Q", title="Fragmentation", format=".1%")],
+        )
+    )
+    if warmup_s is None or warmup_s <= 0:
+        return line.properties(title=title, height=height)
+    rule_df = pd.DataFrame({"t_s": [float(warmup_s)], "label": ["measurement starts"]})
+    rule = alt.Chart(rule_df).mark_rule(strokeDash=[4, 4], color="#6B7280").encode(x="t_s:Q")
+    text = alt.Chart(rule_df).mark_text(align="left", baseline="top", dx=4, dy=4, color="#6B7280",
+                                         fontSize=11).encode(x="t_s:Q", y=alt.value(0), text="label:N")
+    return alt.layer(line, rule, text).properties(title=title, height=height)
+
+
+def kv_throughput_chart(df: pd.DataFrame, title: str = "Throughput (completed requests / s)",
+                        height: int | None = None) -> alt.Chart:
+    """Horizontal bars of mean throughput per strategy (in the frame's order), with 95% CI whiskers
+    where known (cut at 0: throughput is not negative).
+
+    ``df``: columns strategy, mean, half_width (NaN: no CI, e.g. one replication).
+    """
+    d = _cap(df[["strategy", "mean", "half_width"]].copy())
+    d["ci_low"] = (d["mean"] - d["half_width"]).clip(lower=0.0)  # throughput is not negative
+    d["ci_high"] = d["mean"] + d["half_width"]
+    d["label_x"] = d["ci_high"].where(np.isfinite(d["ci_high"].to_numpy(dtype=float)), d["mean"])
+    strategies = _in_order(d["strategy"])
+    y = alt.Y("strategy:N", title=None, sort=strategies)
+    tooltip = [alt.Tooltip("strategy:N", title="Policy"),
+               alt.Tooltip("mean:Q", title="Throughput (req/s)", format=",.1f"),
+               alt.Tooltip("ci_low:Q", title="95% CI low", format=",.1f"),
+               alt.Tooltip("ci_high:Q", title="95% CI high", format=",.1f")]
+    bars = alt.Chart(d).mark_bar(opacity=0.9).encode(
+        y=y, x=alt.X("mean:Q", title="Requests / s"),
+        color=alt.Color("strategy:N", scale=_ordered_scale(strategies), sort=strategies, legend=None),
+        tooltip=tooltip)
+    ci = d[np.isfinite(d["half_width"].to_numpy(dtype=float))]
+    whiskers = alt.Chart(ci).mark_rule(color="#1F2330", strokeWidth=1.5).encode(
+        y=y, x="ci_low:Q", x2="ci_high:Q", tooltip=tooltip)
+    labels = alt.Chart(d).mark_text(align="left", dx=6, color="#1F2330", fontSize=11).encode(
+        y=y, x=alt.X("label_x:Q"), text=alt.Text("mean:Q", format=",.1f"))
+    return alt.layer(bars, whiskers, labels).properties(title=title, height=height or 60 + 36 * len(strategies))
+
+
+def pareto_front(df: pd.DataFrame, x: str = "avg_frag", y: str = "throughput_req_s") -> pd.Series:
+    """True for rows no other row dominates (lower or equal ``x`` and higher or equal ``y``, one strictly).
+
+    Rows with a non-finite ``x`` or ``y`` are never on the front.
+    """
+    xs, ys = df[x].to_numpy(dtype=float), df[y].to_numpy(dtype=float)
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    out = []
+    for i in range(len(df)):
+        if not ok[i]:
+            out.append(False)
+            continue
+        dom = ok & (xs <= xs[i]) & (ys >= ys[i]) & ((xs < xs[i]) | (ys > ys[i]))
+        out.append(not dom.any())
+    return pd.Series(out, index=df.index, name="on_frontier", dtype=bool)
+
+
+def kv_frontier_frame(df: pd.DataFrame, x: str = "avg_frag", y: str = "throughput_req_s") -> pd.DataFrame:
+    """Columns strategy, avg_frag, throughput_req_s, on_frontier from a per-strategy table."""
+    d = pd.DataFrame({"strategy": df["strategy"].astype(str).to_numpy(),
+                      "avg_frag": df[x].to_numpy(dtype=float),
+                      "throughput_req_s": df[y].to_numpy(dtype=float)})
+    d["on_frontier"] = pareto_front(d).to_numpy()
+    return d
+
+
+def _label_offsets(x: np.ndarray, y: np.ndarray, names: Sequence[str], width: float, height: float
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Pixel y-offsets and right-alignment flags so that point labels do not overlap (greedy, approximate).
+
+    Positions are estimated on a plot of ``width`` x ``height`` pixels with both axes from 0 to
+    their maximum; labels are about 6.2 px per character and 13 px high, right of the point
+    (left of it near the right edge).
+    """
+    def span(v):
+        m = float(np.nanmax(v)) if len(v) else 0.0
+        return m if m > 0 else 1.0
+
+    px, py = x / span(x) * width, height - y / span(y) * height
+    right = px > 0.72 * width
+    placed: list[tuple[float, float, float, float]] = []
+    dy = np.zeros(len(x))
+    for i in np.argsort(-y, kind="stable"):
+        w = 6.2 * len(names[i]) + 4
+        x0 = px[i] - 9 - w if right[i] else px[i] + 9
+        for off in (0, 14, -14, 28, -28, 42, -42):
+            y0 = py[i] + off - 6.5
+            box = (x0, y0, x0 + w, y0 + 13)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+                break
+        placed.append(box)
+        dy[i] = off
+    return dy, right
+
+
+def kv_frontier_chart(df: pd.DataFrame, title: str = "No free lunch: throughput against fragmentation",
+                      height: int = 380, width_hint: float = 430) -> alt.Chart:
+    """One labelled point per strategy (x = avg_frag, y = throughput); the Pareto front is joined by a
+    dashed line and drawn opaque with an outline, dominated strategies faded.
+
+    ``df``: ``kv_frontier_frame`` (columns strategy, avg_frag, throughput_req_s, on_frontier).
+    ``width_hint``: the expected plot width in pixels, for placing labels apart.
+    """
+    d = _cap(df[["strategy", "avg_frag", "throughput_req_s", "on_frontier"]].copy())
+    d = d[np.isfinite(d["avg_frag"].to_numpy(dtype=float)) & np.isfinite(d["throughput_req_s"].to_numpy(dtype=float))]
+    d = d.reset_index(drop=True)
+    d["on_frontier"] = d["on_frontier"].astype(bool)
+    d["status"] = np.where(d["on_frontier"], "on the frontier", "dominated")
+    dy, right = _label_offsets(d["avg_frag"].to_numpy(dtype=float), d["throughput_req_s"].to_numpy(dtype=float),
+                               list(d["strategy"]), width_hint, height - 130)
+    d["label_dy"], d["label_right"] = dy, right
+    strategies = _in_order(d["strategy"])
+    all_zero = len(d) > 0 and float(d["avg_frag"].max()) <= 0
+    x = alt.X("avg_frag:Q", title="Mean KV fragmentation (avg_frag)", axis=alt.Axis(format=".0%"),
+              # all zero (paged KV): a small positive range instead of a collapsed axis
+              scale=alt.Scale(domain=[0, 0.1]) if all_zero else alt.Scale(zero=True, nice=True))
+    y = alt.Y("throughput_req_s:Q", title="Throughput (req/s)", scale=alt.Scale(zero=True))
+    tooltip = [alt.Tooltip("strategy:N", title="Policy"),
+               alt.Tooltip("avg_frag:Q", title="Mean fragmentation", format=".1%"),
+               alt.Tooltip("throughput_req_s:Q", title="Throughput (req/s)", format=",.1f"),
+               alt.Tooltip("status:N", title="Pareto")]
+    front = d[d["on_frontier"].astype(bool)].sort_values("avg_frag")
+    line = alt.Chart(front).mark_line(strokeDash=[5, 4], color="#6B7280", strokeWidth=1.5).encode(
+        x=x, y=y, order=alt.Order("avg_frag:Q"))
+    status_scale = ["on the frontier", "dominated"]
+    points = alt.Chart(d).mark_point(filled=True, size=140, stroke="#1F2330").encode(
+        x=x, y=y,
+        color=alt.Color("strategy:N", title="Policy", scale=_ordered_scale(strategies), sort=strategies,
+                        legend=None),
+        opacity=alt.Opacity("status:N", scale=alt.Scale(domain=status_scale, range=[1.0, 0.45]), legend=None),
+        strokeWidth=alt.StrokeWidth("status:N", scale=alt.Scale(domain=status_scale, range=[1.5, 0.0]),
+                                    legend=None),
+        tooltip=tooltip)
+    layers = [line, points]
+    # one text layer per (side, offset): dx/dy are mark properties, not encodings
+    for (is_right, off), sub in d.groupby(["label_right", "label_dy"], sort=True):
+        layers.append(alt.Chart(sub).mark_text(align="right" if is_right else "left", dx=-9 if is_right else 9,
+                                               dy=float(off), fontSize=11, color="#1F2330").encode(
+            x=x, y=y, text="strategy:N", tooltip=tooltip))
+    return alt.layer(*layers).properties(title=title, height=height)

@@ -32,6 +32,7 @@ PAGES: list[tuple[str, str, str, str]] = [
     ("crossover.py", "Crossover", ":material/grid_view:", "crossover"),
     ("findings.py", "Findings", ":material/lightbulb:", "findings"),
     ("validation.py", "Validation", ":material/fact_check:", "validation"),
+    ("kv_interference.py", "KV interference", ":material/memory_alt:", "kv_interference"),
     ("model.py", "Model", ":material/menu_book:", "model"),
 ]
 

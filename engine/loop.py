@@ -41,7 +41,7 @@ AF_READY, AF_LOADSTART, AF_GOLDEST, AF_LEN = range(4)
  SI_LOADS, SI_DISK_LOADS, SI_EVICTS, SI_NEV, SI_STEPS, SI_FLAGS, SI_NISSUED, SI_REJECTS, SI_HEAPN,
  SI_WQTAIL, SI_NFREE, SI_COMPACTS, SI_LEN) = range(21)
 (SF_PCIE_FREE, SF_DISK_FREE, SF_ADAPTER_BYTES, SF_BUSY, SF_END_T, SF_PEAK_ADAPTER, SF_PEAK_KV,
- SF_PEAK_TOTAL, SF_STALL, SF_FRAG_INT, SF_COMPACT_BYTES, SF_LEN) = range(12)
+ SF_PEAK_TOTAL, SF_STALL, SF_FRAG_INT, SF_COMPACT_BYTES, SF_TOKENS_WIN, SF_LEN) = range(13)
 # ---- request status
 ST_FUTURE, ST_WAITING, ST_RUNNING, ST_DONE = 0, 1, 2, 3
 # ---- adapter GPU state
@@ -712,6 +712,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
         else:
             accum(ts, bucket, nb, t, start, TS_LOADS, float(loads_now))
         # ---- tokens and completions
+        if fp[FP_WARMUP] <= t_end < fp[FP_DURATION]:
+            S_f[SF_TOKENS_WIN] += S_i[SI_NRUN]  # every running request emits one token
         k = 0
         while k < S_i[SI_NRUN]:
             rr = running[k]

@@ -61,7 +61,7 @@ def summarize(sc, req, counters: dict) -> dict:
         "e2e_mean_ms": mean(col("e2e_ms")[done]),
         "e2e_p99_ms": _pct(col("e2e_ms")[done], 99),
         "throughput_req_s": float(in_win.sum() / window),
-        "throughput_tok_s": float(col("output_tokens")[in_win].sum() / window),
+        "throughput_tok_s": float(counters["tokens_in_window"] / window),
         "swap_rate": float(loaded[done].sum() / n_done) if n_done else math.nan,
         "swap_share_of_ttft": float(lw.sum() / ttft_sum) if ttft_sum > 0 else 0.0,
         "gpu_busy_frac": counters["busy_s_in_window"] / window,

@@ -62,6 +62,9 @@ STRATEGIES: dict[str, Policy] = {p.name: p for p in [
            "adapters of queued requests, FCFS with skip, adapter clustering (prefer adapters "
            "already in the batch once it holds 8)", load_mode="async", memory_mode="unified",
            prefetch=True, cluster=8, evict=EVICT_LRU_IDLE_FIRST),
+    Policy("preload_lru", "the budget filled before t = 0 with the most popular adapters, not pinned; "
+           "then LRU swaps, FCFS with pass-over (the seed simulator's hot-set, as it most likely worked)",
+           preload_all=True),
     # --- the policies of the LoRA/KV interference benchmark (shared/seeds/lora-kv-interference-bench.txt)
     Policy("single_adapter", "baseline: all traffic on one adapter (adapter 0), FCFS, no swaps",
            single_adapter=True),

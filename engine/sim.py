@@ -199,7 +199,8 @@ def _build(sc: Scenario, wl: Workload):
     if sc.host_warm:
         cap = sc.max_cpu_loras or A
         A_i[L.AI_HOST] = 0
-        rest = [int(a) for a in np.argsort(-popularity(sc), kind="stable") if A_i[L.AI_HOST, a] == 0]
+        pre_set = set(pre)
+        rest = [int(a) for a in np.argsort(-popularity(sc), kind="stable") if int(a) not in pre_set]
         for a in (pre + rest)[:cap]:
             A_i[L.AI_HOST, a] = 1
     elif sc.max_cpu_loras:
@@ -331,6 +332,7 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
         "evictions_total": int(S_i[L.SI_EVICTS]),
         "steps": int(S_i[L.SI_STEPS]),
         "busy_s_in_window": float(S_f[L.SF_BUSY]),
+        "tokens_in_window": float(S_f[L.SF_TOKENS_WIN]),
         "end_s": end_t,
         "stopped_at_horizon": bool(flags & L.FLAG_HORIZON),
         "deadlock": bool(flags & L.FLAG_DEADLOCK),

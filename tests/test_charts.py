@@ -206,3 +206,126 @@ def test_charts_from_a_real_simulation():
     for m in charts.TS_METRICS:
         charts.timeseries_chart(ts, m).to_dict()
     assert isinstance(charts.ttft_cdf_chart(cdf), alt.Chart)
+
+
+# ----------------------------------------------------------- KV interference
+def _kv_timeseries(n: int, dt: float = 0.1) -> pd.DataFrame:
+    t = np.arange(n) * dt
+    return pd.DataFrame({"t_s": t, "kv_frag": RNG.random(n) * 0.4, "queue_len": 1.0})
+
+
+def test_kv_frag_frame_smooths_cuts_and_downsamples():
+    ts = {"single_adapter": _kv_timeseries(3000), "slora": _kv_timeseries(200)}
+    raw = charts.kv_frag_frame(ts, max_points=400)
+    assert list(raw.columns) == ["strategy", "t_s", "metric", "value"] and set(raw["metric"]) == {charts.KV_FRAG}
+    assert raw.groupby("strategy").size().to_dict() == {"single_adapter": 400, "slora": 200}
+    assert list(dict.fromkeys(raw["strategy"])) == ["single_adapter", "slora"]  # the caller's order
+    s = raw[raw["strategy"] == "slora"]["value"].to_numpy()
+    assert s == pytest.approx(ts["slora"]["kv_frag"].to_numpy())  # no smoothing: the raw series
+    smooth = charts.kv_frag_frame(ts, t_max=10.0, smooth_s=1.0)
+    g = smooth[smooth["strategy"] == "slora"]
+    assert g["t_s"].max() <= 10.0
+    # trailing mean over 1 s = 10 buckets of 0.1 s
+    assert g["value"].iloc[50] == pytest.approx(ts["slora"]["kv_frag"].iloc[41:51].mean())
+    assert g["value"].iloc[0] == pytest.approx(ts["slora"]["kv_frag"].iloc[0])
+    assert g["value"].std() < s.std()
+    assert len(charts.kv_frag_frame({})) == 0
+
+
+def test_kv_frag_chart_lines_and_warmup_rule():
+    ts = {"single_adapter": _kv_timeseries(3000), "slora": _kv_timeseries(200)}
+    df = charts.kv_frag_frame(ts, max_points=400, smooth_s=1.0)
+    chart = charts.kv_frag_chart(df, warmup_s=5.0)
+    spec = chart.to_dict()
+    line, rule, text = _layers(spec)
+    assert line["mark"]["type"] == "line"
+    assert line["encoding"]["x"]["field"] == "t_s" and line["encoding"]["y"]["field"] == "value"
+    assert line["encoding"]["y"]["axis"]["format"] == ".0%"
+    scale = line["encoding"]["color"]["scale"]
+    assert scale["domain"] == ["single_adapter", "slora"]  # the frame's order, fixed colours
+    assert scale["range"] == [charts.strategy_color("single_adapter"), charts.strategy_color("slora")]
+    assert line["encoding"]["color"]["legend"] is not None
+    assert rule["mark"]["type"] == "rule" and text["mark"]["type"] == "text"
+    assert spec["height"] == 380
+    no_rule = charts.kv_frag_chart(df).to_dict()
+    assert no_rule["mark"]["type"] == "line"  # a single layer without a warm-up
+    # only the kv_frag metric is drawn, whatever else the frame holds (timeseries_frame output works too)
+    other = charts.timeseries_frame(ts, metrics=["kv_frag", "queue_len"], max_points=400)
+    assert len(charts.kv_frag_chart(other).data) == (other["metric"] == "kv_frag").sum()
+
+
+def test_kv_throughput_chart_bars_whiskers_and_missing_ci():
+    df = pd.DataFrame({"strategy": ["single_adapter", "slora", "round_robin_k1"], "mean": [80.0, 70.0, 3.3],
+                       "half_width": [1.0, 2.0, np.nan]})
+    chart = charts.kv_throughput_chart(df)
+    bars, whiskers, labels = _layers(chart.to_dict())
+    assert bars["mark"]["type"] == "bar" and bars["encoding"]["x"]["field"] == "mean"
+    assert bars["encoding"]["y"]["sort"] == ["single_adapter", "slora", "round_robin_k1"]  # the table's order
+    assert whiskers["mark"]["type"] == "rule"
+    assert whiskers["encoding"]["x"]["field"] == "ci_low" and whiskers["encoding"]["x2"]["field"] == "ci_high"
+    assert labels["mark"]["type"] == "text" and labels["encoding"]["text"]["field"] == "mean"
+    assert chart.layer[1].data["strategy"].tolist() == ["single_adapter", "slora"]  # no whisker without a CI
+    assert chart.layer[2].data["label_x"].tolist() == [81.0, 72.0, 3.3]  # labels past the whisker
+    assert {t["field"] for t in bars["encoding"]["tooltip"]} == {"strategy", "mean", "ci_low", "ci_high"}
+
+
+def test_pareto_front_and_frontier_frame():
+    df = pd.DataFrame({"strategy": ["a", "b", "c", "d", "e", "f"],
+                       "avg_frag": [0.30, 0.10, 0.00, 0.20, 0.00, np.nan],
+                       "throughput_req_s": [80.0, 60.0, 3.0, 50.0, 3.0, 99.0]})
+    # a: best throughput; b: less frag, less throughput; c and e tie at zero frag (neither dominates)
+    # d: dominated by b; f: no value, never on the front
+    assert charts.pareto_front(df).tolist() == [True, True, True, False, True, False]
+    fr = charts.kv_frontier_frame(df)
+    assert list(fr.columns) == ["strategy", "avg_frag", "throughput_req_s", "on_frontier"]
+    assert fr["on_frontier"].tolist() == [True, True, True, False, True, False]
+    # all zero fragmentation (paged KV): only the highest throughput is on the front
+    zero = pd.DataFrame({"strategy": ["a", "b"], "avg_frag": [0.0, 0.0], "throughput_req_s": [50.0, 60.0]})
+    assert charts.pareto_front(zero).tolist() == [False, True]
+
+
+def test_kv_frontier_chart_points_labels_and_front_line():
+    df = charts.kv_frontier_frame(pd.DataFrame({
+        "strategy": ["single_adapter", "slora", "hotset_32mb", "hotset_64mb", "hotset_batch_t4"],
+        "avg_frag": [0.27, 0.014, 0.087, 0.084, 0.064], "throughput_req_s": [79.5, 68.5, 56.4, 56.6, 59.6]}))
+    chart = charts.kv_frontier_chart(df)
+    line, points, *texts = _layers(chart.to_dict())
+    assert points["mark"]["type"] == "point"
+    assert points["encoding"]["x"]["field"] == "avg_frag" and points["encoding"]["y"]["field"] == "throughput_req_s"
+    assert points["encoding"]["color"]["field"] == "strategy"
+    assert points["encoding"]["opacity"]["field"] == "status"
+    assert texts and all(t["mark"]["type"] == "text" and t["encoding"]["text"]["field"] == "strategy" for t in texts)
+    assert line["mark"]["type"] == "line"
+    assert chart.layer[0].data["strategy"].tolist() == ["slora", "single_adapter"]  # the front, by fragmentation
+    assert len(chart.layer[1].data) == 5
+    # every point labelled once; the rightmost label sits left of its point; near points get distinct offsets
+    labels = {s: (t["mark"]["align"], t["mark"].get("dy", 0))
+              for t, layer in zip(texts, chart.layer[2:]) for s in layer.data["strategy"]}
+    assert sorted(labels) == sorted(df["strategy"])
+    assert labels["single_adapter"][0] == "right" and labels["slora"][0] == "left"
+    assert labels["hotset_32mb"][1] != labels["hotset_64mb"][1]
+
+
+def test_kv_charts_from_real_simulations():
+    """End to end on engine output: the KV page's frames chart without error."""
+    from engine import Scenario, simulate
+
+    rows, ts = [], {}
+    for s in ("single_adapter", "slora"):
+        r = simulate(Scenario.from_preset("kv-qwen2-0.5b-heavy", strategy=s, duration_s=10.0, warmup_s=2.0))
+        rows.append({"strategy": s, "avg_frag": r.summary["avg_frag"],
+                     "throughput_req_s": r.summary["throughput_req_s"]})
+        ts[s] = r.timeseries
+    table = pd.DataFrame(rows)
+    charts.kv_frag_chart(charts.kv_frag_frame(ts, t_max=10.0, smooth_s=1.0), warmup_s=2.0).to_dict()
+    charts.kv_throughput_chart(table.rename(columns={"throughput_req_s": "mean"}).assign(half_width=np.nan)).to_dict()
+    charts.kv_frontier_chart(charts.kv_frontier_frame(table)).to_dict()
+
+
+def test_kv_frontier_chart_with_zero_fragmentation_keeps_an_x_range():
+    df = charts.kv_frontier_frame(pd.DataFrame({"strategy": ["single_adapter", "slora"], "avg_frag": [0.0, 0.0],
+                                                "throughput_req_s": [80.0, 70.0]}))
+    points = _layers(charts.kv_frontier_chart(df).to_dict())[1]
+    assert points["encoding"]["x"]["scale"]["domain"] == [0, 0.1]  # paged KV: not a collapsed axis
+    empty = charts.kv_frontier_frame(df.iloc[:0])
+    charts.kv_frontier_chart(empty).to_dict()

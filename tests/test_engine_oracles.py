@@ -117,3 +117,19 @@ def test_roofline_decode_step_is_weight_bound():
     # a step's bytes: weights + KV read (context 16 + k) + KV written (1 token) + the adapter
     steps = [(w + kv * (16 + k + 1) + adapter) / bw for k in range(1, 11)]
     assert req.tpot_ms == pytest.approx(np.mean(steps) * 1e3, rel=1e-6)
+
+
+def test_token_throughput_counts_tokens_generated_in_the_window():
+    """Stable open loop: tokens/s = arrival rate x output tokens (within sampling error);
+    closed loop, batch fits every client, fixed service: tokens/s = clients / decode step."""
+    sc = Scenario.from_preset("default", duration_s=300.0, warmup_s=20.0, arrival_rate_rps=10.0)
+    r = simulate(sc)
+    lam = r.summary["requests"] / (sc.duration_s - sc.warmup_s)
+    assert r.summary["throughput_tok_s"] == pytest.approx(lam * sc.output_tokens, rel=0.02)
+    c = Scenario(**{**SERIAL, "max_batch_size": 8, "output_tokens": 200, "decode_ms_per_token": 10.0},
+                 arrival_process="closed", concurrency=8, duration_s=60.0, warmup_s=10.0)
+    rc = simulate(c)
+    # the clients move in lockstep: one step prefills all 8 prompts (8 x 100 tokens x 0.01 ms) and
+    # emits their first tokens, then 199 decode steps of 10 ms emit the rest; 1,600 tokens per round
+    per_round_s = 8 * 100 * 0.01e-3 + 199 * 0.010
+    assert rc.summary["throughput_tok_s"] == pytest.approx(8 * 200 / per_round_s, rel=0.01)

@@ -153,3 +153,31 @@ def test_hot_set_lowers_throughput_for_the_larger_model_under_heavy_load():
     t = {s: simulate(_kv("kv-qwen2-1.5b-heavy", strategy=s)).summary["throughput_req_s"]
          for s in ("single_adapter", "hotset_32mb")}
     assert t["hotset_32mb"] < t["single_adapter"]
+
+
+def test_reproduce_kv_interference_quick_writes_its_files(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+
+    from engine.kvbench import MODELS, POLICIES, WORKLOADS
+    root = Path(__file__).resolve().parents[1]
+    p = subprocess.run([sys.executable, "-m", "engine", "reproduce", "kv-interference", "--quick", "--out",
+                        str(tmp_path)], cwd=root, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    s = pd.read_csv(tmp_path / "summary.csv")
+    assert len(s) == len(MODELS) * len(WORKLOADS) * len(POLICIES)
+    for c in ("avg_frag", "frag_overhead_pp", "throughput_delta", "swap_events", "compact_events", "rejections",
+              "avg_frag_ci_low", "avg_frag_ci_high"):
+        assert c in s.columns
+    base = s[s.policy == "single_adapter"]
+    assert (base.frag_overhead_pp == 0).all() and (base.throughput_delta == 0).all()
+    ts = pd.read_csv(tmp_path / "timeseries.csv")
+    assert {"kv_frag", "adapter_bytes_resident", "kv_bytes_used", "policy", "model", "workload"} <= set(ts.columns)
+    ev = pd.read_csv(tmp_path / "events.csv")
+    assert set(ev.kind) <= {"swap", "evict", "compact", "reject"} and {"t_s", "adapter", "bytes"} <= set(ev.columns)
+    for w in WORKLOADS:
+        for k in ("01_frag", "02_throughput", "03_swap_vs_frag"):
+            assert (tmp_path / "plots" / f"{k}_{w}.png").stat().st_size > 5000

@@ -1,0 +1,373 @@
+"""KV interference page: adapter swaps against the KV cache, per policy, side by side.
+
+Rendered by ``app/views/kv_interference.py``.  The page has its own controls (model,
+workload, memory mode, allocator, policies, rate, replications, duration) and runs the
+``kv-<model>-<workload>`` presets (engine/presets.py); the sidebar's scenario is not used.
+Replication k uses seed ``preset seed + k`` for every policy (common random numbers), so the
+deltas against ``single_adapter`` are paired per replication.
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import charts, controls
+from engine import ENGINE_VERSION, STRATEGIES, Scenario, simulate
+from engine import presets
+from engine.metrics import mean_ci
+
+MODELS = ["qwen2-0.5b", "qwen2-1.5b"]
+WORKLOADS = ["heavy", "heavy_mixed"]
+MEMORY_MODES = ["static", "unified"]
+ALLOCATORS = ["contiguous", "paged"]
+#: The policies of the LoRA/KV interference benchmark (engine/policies.py), the default selection.
+KV_POLICIES = ["single_adapter", "round_robin_k1", "batch_t4_k2", "hotset_32mb", "hotset_64mb",
+               "hotset_batch_t4", "slora"]
+#: Reference of the deltas (run even when not selected, then not shown as a row).
+REFERENCE = "single_adapter"
+MAX_REPLICATIONS = 5
+DEFAULT_REPLICATIONS = 2
+DEFAULT_DURATION_S = 20.0
+DURATION_RANGE = (5.0, 120.0, 5.0)
+RATE_RANGE = (1.0, 200.0, 1.0)
+#: Moving-average window of the fragmentation chart (seconds of simulated time).
+SMOOTH_S = 1.0
+#: Cap on the work of one page run: policies (with the reference) x replications x expected requests.
+MAX_KV_REQUESTS = 300_000
+
+#: Summary metrics the table averages (``SimResult.summary`` keys).
+METRICS = ["avg_frag", "throughput_req_s", "swap_events", "compact_events", "rejections"]
+
+WORKLOAD_HELP = ("Workloads of the LoRA/KV benchmark (engine/presets.py): **heavy**: uniform lengths (prompt "
+                 "256 +-50%, output 128 +-50%) at about 90% of what the GPU serves with a single adapter, so KV "
+                 "memory stays nearly full; **heavy_mixed**: the same means with lognormal lengths (CV 1.0), a mix "
+                 "of short and long requests whose extents differ in size, the case that fragments a contiguous "
+                 "arena.")
+PAGED_NOTE = ("Paged KV has no external fragmentation by definition: any free block can take any request's next "
+              "block, so avg_frag is 0 for every policy with the paged allocator (docs/model.md, section 3.4). "
+              "Fragmentation is 1 - j/k, the share of request-sized slots that free memory holds in total (k) but its "
+              "holes cannot (j), averaged over the measurement window.")
+
+
+def preset_name(model: str, workload: str) -> str:
+    return f"kv-{model}-{workload}"
+
+
+def warmup_for(duration_s: float, preset_warmup_s: float) -> float:
+    """The preset's warm-up, shortened to a quarter of short runs."""
+    return float(min(preset_warmup_s, 0.25 * duration_s))
+
+
+def build_scenario(model: str, workload: str, memory_mode: str, allocator: str, rate: float,
+                   duration_s: float) -> Scenario:
+    """The benchmark scenario for these conditions (validated; ValueError naming the field)."""
+    name = preset_name(model, workload)
+    base = Scenario.from_preset(name)
+    return Scenario.from_preset(name, memory_mode=memory_mode, kv_allocator=allocator,
+                                arrival_rate_rps=float(rate), duration_s=float(duration_s),
+                                warmup_s=warmup_for(duration_s, base.warmup_s)).validate()
+
+
+def plan(sc: Scenario, policies: Sequence[str], replications: int) -> list[tuple[str, int, Scenario]]:
+    """(policy, replication, scenario) of every run; the reference is added if not selected."""
+    runs_for = list(policies) + ([REFERENCE] if REFERENCE not in policies else [])
+    return [(p, k, sc.replace(strategy=p, seed=sc.seed + k)) for p in runs_for for k in range(replications)]
+
+
+def expected_requests(runs: Sequence[tuple[str, int, Scenario]]) -> float:
+    return float(sum(s.expected_requests() for _, _, s in runs))
+
+
+def conditions(sc: Scenario, replications: int) -> str:
+    """One line stating the conditions of the comparison."""
+    m = sc.model_spec
+    ranks = "/".join(str(r) for r in (sc.adapter_ranks or (sc.adapter_rank,)))
+    if sc.length_dist == "uniform":
+        lengths = (f"uniform lengths (prompt {sc.prompt_tokens} +-{sc.length_spread:.0%}, output {sc.output_tokens} "
+                   f"+-{sc.length_spread:.0%})")
+    elif sc.length_dist == "lognormal":
+        lengths = (f"lognormal lengths (CV {sc.length_spread:g}; means: prompt {sc.prompt_tokens}, output "
+                   f"{sc.output_tokens})")
+    else:
+        lengths = f"prompt {sc.prompt_tokens}, output {sc.output_tokens} tokens"
+    return (f"{sc.gpu_spec.label} · {m.label} · {sc.memory_mode} memory, {sc.kv_allocator} KV · KV cache "
+            f"{sc.kv_cache_gb:g} GiB + adapter space {sc.vram_budget_gb:g} GiB · {sc.num_adapters} adapters "
+            f"(ranks {ranks}, Zipf s={sc.zipf_s:g}) · {sc.arrival_rate_rps:g} req/s {sc.arrival_process} · "
+            f"{lengths} · {sc.duration_s:g} s simulated, first {sc.warmup_s:g} s discarded · "
+            f"{replications} replication{'s' if replications != 1 else ''} per policy")
+
+
+def _ci(x: np.ndarray) -> tuple[float, float]:
+    """Mean and 95% CI half-width (NaN with fewer than two values)."""
+    mean, lo, hi = mean_ci(x)
+    return mean, (hi - lo) / 2 if math.isfinite(hi) else math.nan
+
+
+def summary_table(summaries: Mapping[str, Sequence[Mapping]], policies: Sequence[str]) -> pd.DataFrame:
+    """Per-policy table: means (and 95% CI half-widths ``*_ci95`` with two or more replications).
+
+    ``summaries``: policy -> summaries of replications 0..n-1 (same seeds for every policy), with
+    ``REFERENCE`` among them.  Deltas against the reference are paired per replication:
+    ``frag_overhead_pp`` = 100 x (avg_frag - reference's), ``throughput_delta_pct`` =
+    100 x (throughput / reference's - 1).
+    """
+    ref = summaries[REFERENCE]
+    n = min(len(v) for v in summaries.values())
+    with_ci = n >= 2
+    ref_frag = np.array([s["avg_frag"] for s in ref[:n]], dtype=float)
+    ref_thr = np.array([s["throughput_req_s"] for s in ref[:n]], dtype=float)
+    rows = []
+    for p in policies:
+        reps = summaries[p][:n]
+        col = {k: np.array([s[k] for s in reps], dtype=float) for k in METRICS}
+        with np.errstate(divide="ignore", invalid="ignore"):
+            derived = {
+                "frag_overhead_pp": 100 * (col["avg_frag"] - ref_frag),
+                "throughput_delta_pct": np.where(ref_thr > 0, 100 * (col["throughput_req_s"] / ref_thr - 1), np.nan),
+            }
+        values = {"avg_frag": col["avg_frag"], "frag_overhead_pp": derived["frag_overhead_pp"],
+                  "throughput_req_s": col["throughput_req_s"],
+                  "throughput_delta_pct": derived["throughput_delta_pct"],
+                  "swap_events": col["swap_events"], "compact_events": col["compact_events"],
+                  "rejections": col["rejections"]}
+        row = {"policy": p, "memory_mode": str(reps[0].get("memory_mode", ""))}
+        for k, v in values.items():
+            mean, hw = _ci(v)
+            row[k] = mean
+            if with_ci:
+                row[f"{k}_ci95"] = hw
+        row["replications"] = n
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def frontier_sentence(table: pd.DataFrame) -> str:
+    """Which policies are on the Pareto frontier (higher throughput, lower fragmentation), and who
+    dominates the others."""
+    d = charts.kv_frontier_frame(table.rename(columns={"policy": "strategy"}))
+    d = d[np.isfinite(d["avg_frag"]) & np.isfinite(d["throughput_req_s"])]
+    if d.empty:
+        return "No policy completed any request in the measurement window, so there is no frontier."
+    front = d[d["on_frontier"]].sort_values("avg_frag")
+    names = ", ".join(f"**{s}**" for s in front["strategy"])
+    if len(d) == 1:
+        return f"Only **{d['strategy'].iloc[0]}** ran; select more policies to see a frontier."
+    if (d["avg_frag"] == 0).all():
+        return (f"Every policy has zero fragmentation here, so the frontier reduces to the highest throughput: "
+                f"{names}.")
+    text = (f"On the Pareto frontier (no other policy has both higher or equal throughput and lower or equal "
+            f"fragmentation): {names}.")
+    dominated = d[~d["on_frontier"]]
+    if len(front) > 1:
+        text += (" Along it, less fragmentation costs throughput: there is no free lunch.")
+    if len(dominated):
+        parts = []
+        for _, r in dominated.iterrows():
+            by = front[(front["avg_frag"] <= r["avg_frag"]) & (front["throughput_req_s"] >= r["throughput_req_s"])]
+            parts.append(f"{r['strategy']} (by {', '.join(by['strategy'])})" if len(by) else r["strategy"])
+        text += " Dominated: " + "; ".join(parts) + "."
+    return text
+
+
+# ------------------------------------------------------------------ running
+@st.cache_data(max_entries=2_000, show_spinner=False)
+def _run(scenario_json: str, engine_version: str) -> dict:
+    """Summary and the fragmentation time series of one scenario (cached on every field + engine)."""
+    r = simulate(Scenario.from_json(scenario_json))
+    return {"summary": r.summary, "ts": r.timeseries[["t_s", charts.KV_FRAG]].reset_index(drop=True)}
+
+
+def run(sc: Scenario) -> dict:
+    return _run(sc.validate().to_json(), ENGINE_VERSION)
+
+
+# ------------------------------------------------------------------ widgets
+_RATE_KEY = "kv_rate"
+
+
+def _default_rate(model: str) -> float:
+    return float(presets.SCENARIOS[preset_name(model, WORKLOADS[0])]["arrival_rate_rps"])
+
+
+def _on_model_change() -> None:
+    st.session_state[_RATE_KEY] = _default_rate(st.session_state["kv_model"])
+
+
+def _controls() -> dict:
+    ss = st.session_state
+    with st.container(border=True):
+        r1 = st.columns(4, gap="medium")
+        model = r1[0].selectbox("Model", MODELS, key="kv_model", on_change=_on_model_change,
+                                help="Base model of the benchmark preset: Qwen2-0.5B (adapters 4-24 MiB, 0.25 GiB KV "
+                                     "cache, 0.125 GiB adapter space) or Qwen2-1.5B (adapters 8-64 MiB, 0.5 GiB KV, "
+                                     "0.25 GiB adapter space), on an A10G.")
+        workload = r1[1].selectbox("Workload", WORKLOADS, key="kv_workload", help=WORKLOAD_HELP)
+        memory_mode = r1[2].selectbox("Memory mode", MEMORY_MODES, index=MEMORY_MODES.index("unified"),
+                                      key="kv_memory_mode",
+                                      help="static: adapters and KV in separate regions; unified: one pool, adapter "
+                                           "extents sit between KV extents (the interference studied here). slora "
+                                           "always runs unified.")
+        allocator = r1[3].selectbox("KV allocator", ALLOCATORS, key="kv_allocator",
+                                    help="contiguous: each request reserves one extent (first fit), which can "
+                                         "fragment; paged: fixed-size blocks anywhere, no external fragmentation.")
+        r2 = st.columns([3, 1.3, 1, 1.3], gap="medium")
+        options = KV_POLICIES + [s for s in STRATEGIES if s not in KV_POLICIES]
+        policies = r2[0].multiselect("Policies", options, default=KV_POLICIES, key="kv_policies",
+                                     placeholder="Choose policies",
+                                     help="\n".join(f"- **{s}**: {STRATEGIES[s].description}" for s in options))
+        if _RATE_KEY not in ss:
+            ss[_RATE_KEY] = _default_rate(model)
+        lo, hi, step = RATE_RANGE
+        rate = r2[1].slider("Arrival rate (req/s)", lo, hi, step=step, key=_RATE_KEY, format="%.0f",
+                            help="Poisson arrivals. The default is the preset's: about 90% of what the GPU serves "
+                                 "with a single adapter (78 req/s for Qwen2-0.5B, 27 for Qwen2-1.5B).")
+        reps = r2[2].slider("Replications", 1, MAX_REPLICATIONS, DEFAULT_REPLICATIONS, key="kv_reps",
+                            help="Seeds per policy (common random numbers); 95% CIs need at least 2.")
+        lo, hi, step = DURATION_RANGE
+        duration = r2[3].slider("Simulated duration (s)", lo, hi, DEFAULT_DURATION_S, step=step, key="kv_duration",
+                                format="%.0f", help="Simulated seconds per run; the first quarter (at most the "
+                                                    "preset's 5 s) is warm-up and not measured.")
+    return dict(model=model, workload=workload, memory_mode=memory_mode, allocator=allocator,
+                policies=list(policies), rate=float(rate), reps=int(reps), duration=float(duration))
+
+
+#: Table columns shown: label, width (px), format, help; CI half-widths ("*_ci95") follow their mean where shown.
+_SHOWN = {
+    "avg_frag": ("avg_frag", 82, "percent", "Time-weighted mean KV fragmentation over the measurement window."),
+    "frag_overhead_pp": ("Δ frag (pp)", 90, "%+.1f", "avg_frag minus single_adapter's, in percentage points "
+                         "(paired per replication)."),
+    "throughput_req_s": ("Req/s", 70, "%.1f", "Throughput: requests finished per second in the measurement window."),
+    "throughput_delta_pct": ("Δ req/s (%)", 92, "%+.1f", "Relative throughput change against single_adapter, in % "
+                             "(paired per replication)."),
+    "swap_events": ("Swaps", 78, "%.1f", "Adapter loads (swap events) per run."),
+    "compact_events": ("Compactions", 96, "%.1f", "Arena compactions per run (contiguous KV only)."),
+    "rejections": ("Rejections", 86, "%.1f", "Requests refused admission for lack of memory at least once, per run."),
+}
+#: Metrics whose CI is shown in the table (the counts' CIs are in the CSV only, to keep the table readable).
+_CI_SHOWN = ("avg_frag", "frag_overhead_pp", "throughput_req_s", "throughput_delta_pct")
+
+
+def _table_view(table: pd.DataFrame) -> tuple[list[str], dict]:
+    """Column order and column config of the per-policy table."""
+    order = ["policy", "memory_mode"]
+    config = {"policy": st.column_config.TextColumn("Policy", width=128, pinned=True),
+              "memory_mode": st.column_config.TextColumn("Memory", width=72,
+                                                         help="Memory mode the run used (slora forces unified).")}
+    for k, (label, width, fmt, help_) in _SHOWN.items():
+        order.append(k)
+        config[k] = st.column_config.NumberColumn(label, width=width, format=fmt, help=help_)
+        ci = f"{k}_ci95"
+        if ci in table.columns:
+            config[ci] = st.column_config.NumberColumn("±", width=56, format="percent" if fmt == "percent" else "%.1f",
+                                                       help=f"Half-width of the 95% CI of {label}.")
+            if k in _CI_SHOWN:
+                order.append(ci)
+    return order, config
+
+
+def render() -> None:
+    st.title("KV interference", anchor=False,
+             help="Adapter swaps and the KV cache share GPU memory: with a contiguous allocator (and in a unified "
+                  "pool) adapter extents punch holes between KV extents. Each policy serves the same request "
+                  "streams; the sidebar's scenario is not used on this page.")
+    st.markdown("Fragmentation, throughput, swaps and rejections per policy on the LoRA/KV benchmark presets, and "
+                "the *no free lunch* frontier of throughput against fragmentation. This page has its own controls; "
+                "the sidebar's scenario does not apply here.")
+    controls.show_url_issues()
+    c = _controls()
+    if not c["policies"]:
+        st.warning("Select at least one policy.", icon=":material/checklist:")
+        return
+    try:
+        sc = build_scenario(c["model"], c["workload"], c["memory_mode"], c["allocator"], c["rate"], c["duration"])
+    except ValueError as e:
+        st.error(f"These conditions cannot be simulated. {e}", icon=":material/error:")
+        return
+    runs = plan(sc, c["policies"], c["reps"])
+    n_req = expected_requests(runs)
+    extra = "" if REFERENCE in c["policies"] else f" (including {REFERENCE}, the reference of the deltas)"
+    st.caption(f"{len({p for p, _, _ in runs})} policies{extra} x {c['reps']} replications = {len(runs)} "
+               f"simulations, about {n_req:,.0f} simulated requests (cap {MAX_KV_REQUESTS:,}: policies x "
+               f"replications x arrival rate x duration).")
+    if n_req > MAX_KV_REQUESTS:
+        st.error(f"This comparison would simulate about {n_req:,.0f} requests, above the cap of "
+                 f"{MAX_KV_REQUESTS:,}. Choose fewer policies or replications, a shorter duration or a lower "
+                 "arrival rate.", icon=":material/block:")
+        return
+
+    summaries: dict[str, list[dict]] = {}
+    frag_ts: dict[str, pd.DataFrame] = {}
+    failed: dict[str, str] = {}
+    bar = st.progress(0.0, text="Simulating...")
+    for i, (p, k, s) in enumerate(runs):
+        if p in failed:
+            continue
+        try:
+            r = run(s)
+        except ValueError as e:
+            failed[p] = str(e)
+            continue
+        summaries.setdefault(p, []).append(r["summary"])
+        if k == 0:
+            frag_ts[p] = r["ts"]
+        bar.progress((i + 1) / len(runs), text=f"Simulating run {i + 1} of {len(runs)}...")
+    bar.empty()
+    for p, msg in failed.items():
+        st.error(f"**{p}** cannot run these conditions: {msg}", icon=":material/error:")
+    shown = [p for p in c["policies"] if p in summaries]
+    if REFERENCE not in summaries or not shown:
+        return
+
+    table = summary_table(summaries, shown)
+    st.caption(conditions(sc, c["reps"]))
+    forced = [p for p in shown if table.set_index("policy").at[p, "memory_mode"] != sc.memory_mode]
+    if forced:
+        st.caption(f"{', '.join(forced)} ran with {table.set_index('policy').at[forced[0], 'memory_mode']} memory: "
+                   "the policy forces its memory mode.")
+
+    # ---------------------------------------------------------------- table
+    st.subheader("Per policy")
+    order, config = _table_view(table)
+    st.dataframe(table, hide_index=True, width="stretch", column_order=order, column_config=config)
+    ci_note = ("Means per run over replications; ± is the half-width of the 95% Student-t CI (the CSV also has "
+               "those of swaps, compactions and rejections)." if c["reps"] >= 2 else
+               "One replication: no confidence intervals (choose 2 or more).")
+    if c["reps"] == 2:
+        ci_note += " With 2 replications the CIs are wide (t = 12.7); use 3 to 5 for tighter ones."
+    st.caption(f"{ci_note} Deltas are against {REFERENCE} on the same seeds. {PAGED_NOTE}")
+    st.download_button("Table CSV", table.to_csv(index=False).encode(), mime="text/csv", key="dl_kv_table",
+                       file_name=f"kv_{c['model']}_{c['workload']}_{c['memory_mode']}_{c['allocator']}.csv",
+                       icon=":material/download:", help="The table above, one row per policy.")
+
+    # --------------------------------------------------------------- charts
+    show = lambda chart: st.altair_chart(charts.unvalidated(chart), width="stretch")  # noqa: E731
+    st.subheader("Fragmentation over time")
+    smooth = st.toggle(f"Smooth ({SMOOTH_S:g} s moving average)", value=True, key="kv_smooth",
+                       help="The raw series jumps from one time bucket to the next; the moving average shows the "
+                            "level each policy runs at.")
+    ts = charts.kv_frag_frame({p: frag_ts[p] for p in shown if p in frag_ts}, t_max=sc.duration_s,
+                              smooth_s=SMOOTH_S if smooth else 0.0)
+    show(charts.kv_frag_chart(ts, warmup_s=sc.warmup_s, title="KV fragmentation over time (replication 0)"))
+    st.caption("Fragmentation of the KV arena per time bucket in replication 0"
+               + (f", trailing {SMOOTH_S:g} s moving average" if smooth else "")
+               + "; the table's avg_frag is its time-weighted mean over the measurement window, averaged over "
+                 "replications."
+               + (" Flat at 0: paged KV has no external fragmentation by definition." if c["allocator"] == "paged"
+                  else ""))
+
+    c1, c2 = st.columns(2, gap="large")
+    with c1:
+        st.subheader("Throughput")
+        thr = pd.DataFrame({"strategy": table["policy"], "mean": table["throughput_req_s"],
+                            "half_width": table.get("throughput_req_s_ci95", pd.Series(np.nan, index=table.index))})
+        show(charts.kv_throughput_chart(thr, height=360 if len(shown) > 6 else None))
+        if c["reps"] >= 2:
+            st.caption("Whiskers: 95% CI over replications.")
+    with c2:
+        st.subheader("The no-free-lunch frontier")
+        show(charts.kv_frontier_chart(charts.kv_frontier_frame(table.rename(columns={"policy": "strategy"}))))
+    st.markdown(frontier_sentence(table))

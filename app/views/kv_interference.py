@@ -1,0 +1,4 @@
+"""KV interference page (code: app/page_kv.py)."""
+from app.page_kv import render
+
+render()
