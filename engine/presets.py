@@ -504,3 +504,47 @@ _KV_WORKLOADS = {
 for _m, _mv in _KV_MODELS.items():
     for _w, _wv in _KV_WORKLOADS.items():
         SCENARIOS[f"kv-{_m}-{_w}"] = {**_KV_COMMON, **_mv, **_wv}
+
+# ---------------------------------------------------------------------------
+# Calibrated presets (engine/calibrate.py, `python -m engine validate`; per-run errors in
+# docs/validation.md).  Fitted values are effective cost-model parameters, not measurements.
+# ---------------------------------------------------------------------------
+
+# S-LoRA (S-LoRA/S-LoRA @ c1ddf488, benchmarks/paper, setting S1; shared/reference-data/
+# slora_s1_results.csv): LLaMA-7B fp16 on an A10G 24 GB, 200 rank-8 adapters (q,k,v,o), uniform
+# popularity (power law alpha 1), Poisson 2 req/s, lengths uniform in [8, 512), unified pool of
+# 14500 tokens (reserve_gb = 24 - weights - pool).  compute_eff, bw_eff, step_overhead_ms,
+# lora_ms_per_adapter fitted on the 9 A10G runs of the num-adapter and req-rate sweeps:
+# throughput MAPE 7.7 % (worst 9.9 %), mean TTFT MAPE 18.8 % (worst 56 %); on the 12 held-out
+# A10G runs (cv sweep, no-pool ablation) throughput MAPE 16.2 %, mean TTFT MAPE 65.0 %.
+SCENARIOS["slora-a10g-s1-calibrated"] = dict(
+    gpu="a10g", model="llama-7b", strategy="slora", memory_mode="unified", load_mode="async",
+    gpu_mem_util=1.0, reserve_gb=4.3686, vram_budget_gb=0.0, num_adapters=200, adapter_rank=8,
+    target_modules="qkvo", popularity="power", power_alpha=1.0, arrival_process="gamma",
+    arrival_rate_rps=2.0, arrival_cv=1.0, prompt_tokens=260, output_tokens=260, length_dist="uniform",
+    length_spread=0.969171, max_batch_size=1024, max_batched_tokens=2416, duration_s=300.0,
+    warmup_s=10.0, drain_s=900.0, slo_ttft_ms=6000.0, load_latency_ms=0.5,
+    compute_eff=0.6835, bw_eff=0.9936, step_overhead_ms=4.332, lora_ms_per_adapter=0.0001755,
+)
+
+# vLLM ~0.8.5 (V1) serving Llama-3.1-8B-Instruct (FerranAgulloLopez/GPULLMAdapterOptimization @
+# bae36e2d; shared/reference-data/vllm_llama31_8b_multilora_runs.csv), GPU most likely an H100
+# 64 GB (UNVERIFIED).  Example point: 128 adapters of rank 8/16, 32 GPU slots (max_lora_rank 16),
+# 7.5 req/s, ShareGPT-like lognormal lengths (means 222 / 194).  vram_budget_gb = 32 vLLM LoRA
+# slots at rank 16 (all linear modules + embedding/lm_head buffers); reserve_gb 5 GiB ASSUMED
+# (see calibrate.vllm_feasibility).  Activation 6.0 ms + bytes / 50 GB/s (~7.7 ms, from
+# vllm_lora_load_times.csv).  compute_eff, bw_eff, step_overhead_ms, lora_ms_per_adapter,
+# lora_ms_per_slot fitted on 30 runs (max_lora_rank 16, <= 128 adapters) with 60 s simulated windows:
+# throughput MAPE 25.9 % train / 44.4 % on 101 held-out runs; mean TTFT MAPE 234 % / 190 % (49 % /
+# 57 % on runs that kept up); mean TPOT MAPE 39 % / 53 %.  Targets (10 % / 25 %) NOT met: use for
+# trends only.
+SCENARIOS["vllm-h100-64gb-llama31-8b-calibrated"] = dict(
+    gpu="h100-64gb", model="llama-3.1-8b", strategy="vllm", gpu_mem_util=0.9, reserve_gb=5.0,
+    vram_budget_gb=2.8789, max_loras=32, max_cpu_loras=128, host_warm=True, num_adapters=128,
+    adapter_rank=16, adapter_ranks=(8, 16), target_modules="all", popularity="power", power_alpha=1.0,
+    arrival_process="poisson", arrival_rate_rps=7.5, prompt_tokens=222, output_tokens=194,
+    length_dist="lognormal", length_spread=1.0, max_batch_size=2048, max_batched_tokens=2048,
+    duration_s=120.0, warmup_s=20.0, slo_ttft_ms=1000.0, load_latency_ms=6.0, pcie_gbps=50.0,
+    compute_eff=0.5967, bw_eff=0.7727, step_overhead_ms=5.132, lora_ms_per_adapter=0.05053,
+    lora_ms_per_slot=0.04312,
+)
