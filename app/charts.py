@@ -528,3 +528,227 @@ def kv_frontier_chart(df: pd.DataFrame, title: str = "No free lunch: throughput 
                                                dy=float(off), fontSize=11, color="#1F2330").encode(
             x=x, y=y, text="strategy:N", tooltip=tooltip))
     return alt.layer(*layers).properties(title=title, height=height)
+
+
+# ----------------------------------------------------------------- validation
+#: Colour and point shape per split of the validation charts (train / held-out runs of the reference
+#: datasets; fitted / other metrics of an uploaded benchmark).  Other values get a palette colour.
+SPLIT_STYLE = {
+    "train": ("#2563EB", "circle"),
+    "held-out": ("#D97706", "triangle-up"),
+    "fitted": ("#2563EB", "circle"),
+    "not fitted": ("#6B7280", "diamond"),
+}
+#: Relative-error bands drawn around y = x on the measured-vs-simulated scatter (narrow first).
+ERROR_BANDS = (0.10, 0.25)
+_BAND_FILLS = ["#B8BEC8", "#DCDFE5", "#EEF0F3"]  # darkest first
+#: Log axes when all values are > 0 and span more than this factor (max / min).
+LOG_SPAN = 30.0
+#: Line style per source of the validation curves.
+_SOURCES = ["measured", "simulated"]
+
+
+def use_log_scale(values, span: float = LOG_SPAN) -> bool:
+    """True if the finite ``values`` are all > 0 and span more than ``span`` (max / min)."""
+    v = np.asarray(list(values), dtype=float)
+    v = v[np.isfinite(v)]
+    return bool(len(v) and (v > 0).all() and v.max() / v.min() > span)
+
+
+def split_legend_html(splits: Iterable[str], note: str = "") -> str:
+    """One-line legend of the split markers (colour and shape as in ``validation_scatter_chart``)."""
+    glyph = {"circle": "&#9679;", "triangle-up": "&#9650;", "diamond": "&#9670;", "square": "&#9632;"}
+    dom, colors, shapes = _split_scales(list(splits))
+    items = " ".join(f"<span style='color:{c};font-size:1.1em'>{glyph.get(sh, '&#9632;')}</span>&nbsp;{s}&emsp;"
+                     for s, c, sh in zip(dom, colors.to_dict()["range"], shapes.to_dict()["range"]))
+    return items + (f"&emsp;<span style='opacity:.65'>{note}</span>" if note else "")
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Tick values for a log axis over [lo, hi]: 1-2-5 x 10^k, or decades only over more than 3 decades."""
+    if not (lo > 0 and hi > lo and np.isfinite(lo) and np.isfinite(hi)):
+        return []
+    mults = (1.0,) if hi / lo > 1e3 else (1.0, 2.0, 5.0)
+    out = []
+    for k in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1):
+        for m in mults:
+            v = m * 10.0 ** k
+            if lo <= v <= hi:
+                out.append(float(f"{v:.12g}"))
+    return out
+
+
+def _split_scales(splits: Iterable[str]) -> tuple[list[str], alt.Scale, alt.Scale]:
+    known = [s for s in SPLIT_STYLE if s in set(splits)]
+    dom = known + [s for s in _in_order(splits) if s not in SPLIT_STYLE]
+    colors = [SPLIT_STYLE[s][0] if s in SPLIT_STYLE else _PALETTE[(i + 3) % len(_PALETTE)]
+              for i, s in enumerate(dom)]
+    shapes = [SPLIT_STYLE[s][1] if s in SPLIT_STYLE else "square" for s in dom]
+    return dom, alt.Scale(domain=dom, range=colors), alt.Scale(domain=dom, range=shapes)
+
+
+def validation_scatter_frame(table: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Runs of one metric with a finite measured and simulated value, from a per-run error table.
+
+    ``table``: long error table (``engine.calibrate.error_table`` / docs/validation/*_errors.csv):
+    columns case, metric, measured, simulated, rel_error, and optionally split, sim_overloaded.
+    Returns columns case, split, measured, simulated, rel_error, sim_overloaded.
+    """
+    t = table.loc[table["metric"].to_numpy(dtype=object) == metric]
+    meas = t["measured"].to_numpy(dtype=float)
+    sim = t["simulated"].to_numpy(dtype=float)
+    ok = np.isfinite(meas) & np.isfinite(sim)
+    n = int(ok.sum())
+    split = t["split"].astype(str).to_numpy()[ok] if "split" in t else np.full(n, "all")
+    over = t["sim_overloaded"].astype(bool).to_numpy()[ok] if "sim_overloaded" in t else np.zeros(n, bool)
+    return pd.DataFrame({"case": t["case"].astype(str).to_numpy()[ok], "split": split,
+                         "measured": meas[ok], "simulated": sim[ok],
+                         "rel_error": t["rel_error"].to_numpy(dtype=float)[ok], "sim_overloaded": over})
+
+
+def validation_scatter_chart(df: pd.DataFrame, title: str, log: bool | None = None,
+                             bands: Sequence[float] = ERROR_BANDS, value_format: str = ",.4~r",
+                             height: int = 400, legend: bool = True) -> alt.Chart:
+    """Measured (x) against simulated (y), one point per run coloured and shaped by split, with the
+    y = x line and shaded +-``bands`` relative-error wedges (narrow band darker).
+
+    ``df``: ``validation_scatter_frame``.  ``log``: log-log axes; None = when the values span more
+    than ``LOG_SPAN`` (points <= 0 are dropped on log axes).  Both axes share one domain.  The bands
+    have no legend (say what they are next to the chart); ``legend=False`` drops the split legend too
+    (for a grid of charts under one ``split_legend_html``).
+    """
+    d = _cap(df[["case", "split", "measured", "simulated", "rel_error", "sim_overloaded"]].copy())
+    d = d[np.isfinite(d["measured"].to_numpy(dtype=float)) & np.isfinite(d["simulated"].to_numpy(dtype=float))]
+    vals = np.concatenate([d["measured"].to_numpy(dtype=float), d["simulated"].to_numpy(dtype=float)])
+    if log is None:
+        log = use_log_scale(vals)
+    if log:
+        d = d[(d["measured"] > 0) & (d["simulated"] > 0)]
+        vals = vals[vals > 0]
+    if len(vals):
+        lo, hi = float(vals.min()), float(vals.max())
+    else:
+        lo, hi = (1.0, 10.0) if log else (0.0, 1.0)
+    if log:
+        lo, hi = (lo / 1.3, hi * 1.3) if hi > lo else (lo / 2, hi * 2)
+    else:
+        pad = 0.06 * (hi - lo) if hi > lo else (0.1 * abs(hi) or 1.0)
+        lo, hi = (max(lo - pad, 0.0) if lo >= 0 else lo - pad), hi + pad
+    scale = alt.Scale(type="log" if log else "linear", domain=[lo, hi], nice=False, zero=False)
+    suffix = " (log scale)" if log else ""
+    axis = alt.Axis(format=value_format, values=log_ticks(lo, hi) or alt.Undefined) if log else \
+        alt.Axis(format=value_format)
+    x = alt.X("x:Q", title="Measured" + suffix, scale=scale, axis=axis)
+    band_rows = []
+    for i, b in enumerate(sorted(bands, reverse=True)):
+        for xv in (lo, hi):
+            band_rows.append({"band": f"±{b:.0%}", "x": xv, "y_lo": xv * (1 - b), "y_hi": xv * (1 + b), "order": i})
+    band_df = pd.DataFrame(band_rows, columns=["band", "x", "y_lo", "y_hi", "order"])
+    band_labels = _in_order(band_df["band"])
+    band = alt.Chart(band_df).mark_area(opacity=0.55, clip=True).encode(
+        x=x, y=alt.Y("y_lo:Q", title="Simulated" + suffix, scale=scale, axis=axis),
+        y2="y_hi:Q", detail="band:N",
+        fill=alt.Fill("band:N", title="Relative error", sort=band_labels,
+                      # widest band lightest, narrowest darkest (drawn on top)
+                      scale=alt.Scale(domain=band_labels, range=_BAND_FILLS[:len(band_labels)][::-1]),
+                      legend=None),
+        order=alt.Order("order:Q"))
+    diag = alt.Chart(pd.DataFrame({"x": [lo, hi], "y": [lo, hi]})).mark_line(
+        color="#1F2330", strokeDash=[5, 4], strokeWidth=1.2, clip=True).encode(
+        x=x, y=alt.Y("y:Q", scale=scale))
+    splits, color_scale, shape_scale = _split_scales(d["split"])
+    pts = d.rename(columns={"measured": "x", "simulated": "y"})
+    tooltip = [alt.Tooltip("case:N", title="Run"), alt.Tooltip("split:N", title="Split"),
+               alt.Tooltip("x:Q", title="Measured", format=value_format),
+               alt.Tooltip("y:Q", title="Simulated", format=value_format),
+               alt.Tooltip("rel_error:Q", title="Error (sim / meas - 1)", format="+.1%")]
+    if pts["sim_overloaded"].any():
+        tooltip.append(alt.Tooltip("sim_overloaded:N", title="Simulated overloaded"))
+    points = alt.Chart(pts).mark_point(filled=True, size=70, opacity=0.85, stroke="#1F2330", strokeWidth=0.4,
+                                       clip=True).encode(
+        x=x, y=alt.Y("y:Q", scale=scale),
+        color=alt.Color("split:N", title="Split", scale=color_scale, sort=splits,
+                        legend=_legend("Split") if legend else None),
+        shape=alt.Shape("split:N", title="Split", scale=shape_scale, sort=splits,
+                        legend=_legend("Split") if legend else None),
+        tooltip=tooltip)
+    return alt.layer(band, diag, points).properties(title=title, height=height)
+
+
+def validation_curve_frame(table: pd.DataFrame, metric: str, x: str, series: str | None = None) -> pd.DataFrame:
+    """Measured and simulated ``metric`` against the column ``x``, long: columns x, value, source
+    (measured / simulated), series, case, split; non-finite values dropped.
+
+    ``series``: column whose values get one line each (numbers sorted numerically); None: one series.
+    Rows are ordered by series, then x.
+    """
+    t = table.loc[table["metric"].to_numpy(dtype=object) == metric].copy()
+    if series is None:
+        t["_series"] = "all"
+        order = ["all"]
+    else:
+        vals = t[series]
+        if pd.api.types.is_numeric_dtype(vals):
+            uniq = sorted(pd.unique(vals.to_numpy(dtype=float)))
+            t["_series"] = vals.map(lambda v: f"{float(v):g}")
+            order = [f"{v:g}" for v in uniq]
+        else:
+            t["_series"] = vals.astype(str)
+            order = sorted(pd.unique(t["_series"]))
+    parts = []
+    for src in _SOURCES:
+        parts.append(pd.DataFrame({"x": t[x].to_numpy(dtype=float), "value": t[src].to_numpy(dtype=float),
+                                   "source": src, "series": t["_series"].to_numpy(dtype=object),
+                                   "case": t["case"].astype(str).to_numpy(),
+                                   "split": t["split"].astype(str).to_numpy() if "split" in t else "all"}))
+    cols = ["x", "value", "source", "series", "case", "split"]
+    if not parts or not len(t):
+        return pd.DataFrame({c: pd.Series(dtype=float if c in ("x", "value") else object) for c in cols})
+    d = pd.concat(parts, ignore_index=True)
+    d = d[np.isfinite(d["x"].to_numpy(dtype=float)) & np.isfinite(d["value"].to_numpy(dtype=float))]
+    d["_o"] = d["series"].map({s: i for i, s in enumerate(order)})
+    return d.sort_values(["_o", "source", "x"], kind="stable").drop(columns="_o").reset_index(drop=True)[cols]
+
+
+def validation_curve_chart(df: pd.DataFrame, x_title: str, y_title: str, series_title: str | None = None,
+                           log_x: bool = False, log_y: bool = False, title: str | None = None,
+                           value_format: str = ",.4~r", height: int = 340) -> alt.Chart:
+    """Measured (solid line, filled points) and simulated (dashed line, open points) against ``x``,
+    one colour per series (legend only with several series).
+
+    ``df``: ``validation_curve_frame``.  Log axes drop values <= 0.
+    """
+    d = _cap(df[["x", "value", "source", "series", "case", "split"]].copy())
+    if log_x:
+        d = d[d["x"] > 0]
+    if log_y:
+        d = d[d["value"] > 0]
+    series = _in_order(d["series"])
+    many = len(series) > 1
+    def _ticks(col):
+        v = d[col].to_numpy(dtype=float)
+        return (log_ticks(float(v.min()), float(v.max())) if len(v) else []) or alt.Undefined
+
+    x = alt.X("x:Q", title=x_title + (" (log scale)" if log_x else ""),
+              scale=alt.Scale(type="log", nice=False) if log_x else alt.Scale(zero=False),
+              axis=alt.Axis(format=",.4~r", values=_ticks("x")) if log_x else alt.Axis(format=",.4~r"))
+    y = alt.Y("value:Q", title=y_title + (" (log scale)" if log_y else ""),
+              scale=alt.Scale(type="log", nice=False) if log_y else alt.Scale(zero=False),
+              axis=alt.Axis(format=value_format, values=_ticks("value")) if log_y else alt.Axis(format=value_format))
+    color = (alt.Color("series:N", title=series_title, sort=series,
+                       scale=alt.Scale(domain=series, scheme="tableau10"), legend=_legend(series_title))
+             if many else alt.value("#2563EB"))
+    dash = alt.StrokeDash("source:N", title=None, sort=_SOURCES,
+                          scale=alt.Scale(domain=_SOURCES, range=[[1, 0], [5, 4]]), legend=_legend())
+    tooltip = [alt.Tooltip("case:N", title="Run"), alt.Tooltip("split:N", title="Split"),
+               alt.Tooltip("source:N", title="Source"),
+               alt.Tooltip("x:Q", title=x_title, format=",.4~g"),
+               alt.Tooltip("value:Q", title=y_title, format=value_format)]
+    line = alt.Chart(d).mark_line(strokeWidth=1.8).encode(
+        x=x, y=y, color=color, strokeDash=dash, detail="series:N", order=alt.Order("x:Q"))
+    points = alt.Chart(d).mark_point(size=45, strokeWidth=1.5).encode(
+        x=x, y=y, color=color,
+        fill=alt.condition(alt.datum.source == "measured", color if many else alt.value("#2563EB"),
+                           alt.value("white")),
+        tooltip=tooltip)
+    return alt.layer(line, points).properties(title=title or "", height=height)

@@ -329,3 +329,151 @@ def test_kv_frontier_chart_with_zero_fragmentation_keeps_an_x_range():
     assert points["encoding"]["x"]["scale"]["domain"] == [0, 0.1]  # paged KV: not a collapsed axis
     empty = charts.kv_frontier_frame(df.iloc[:0])
     charts.kv_frontier_chart(empty).to_dict()
+
+
+# ----------------------------------------------------------------- validation
+def _errors(n: int = 12) -> pd.DataFrame:
+    """A long per-run error table like docs/validation/*_errors.csv (two metrics, both splits)."""
+    rows = []
+    for i in range(n):
+        split = "train" if i % 2 == 0 else "held-out"
+        for metric, scale in (("request_throughput", 1.0), ("mean_ttft_ms", 100.0)):
+            meas = scale * (i + 1) ** 1.5
+            sim = meas * (1.0 + 0.3 * np.sin(i))
+            rows.append({"case": f"run {i}", "metric": metric, "measured": meas, "simulated": sim,
+                         "rel_error": sim / meas - 1, "split": split, "sim_overloaded": i == 3,
+                         "num_adapters": 2 ** i, "max_loras": [8, 16, 128][i % 3]})
+    return pd.DataFrame(rows)
+
+
+def test_use_log_scale():
+    assert charts.use_log_scale([1.0, 50.0])
+    assert not charts.use_log_scale([1.0, 20.0])  # spans less than LOG_SPAN
+    assert not charts.use_log_scale([0.0, 100.0])  # not all positive
+    assert charts.use_log_scale([1.0, 100.0, np.nan, np.inf])  # non-finite ignored
+    assert not charts.use_log_scale([])
+
+
+def test_validation_scatter_frame_keeps_finite_runs_of_one_metric():
+    t = _errors()
+    t.loc[(t["metric"] == "mean_ttft_ms") & (t["case"] == "run 5"), "simulated"] = np.inf
+    t.loc[(t["metric"] == "mean_ttft_ms") & (t["case"] == "run 6"), "simulated"] = np.nan
+    d = charts.validation_scatter_frame(t, "mean_ttft_ms")
+    assert list(d.columns) == ["case", "split", "measured", "simulated", "rel_error", "sim_overloaded"]
+    assert len(d) == 10 and not {"run 5", "run 6"} & set(d["case"])
+    assert set(d["split"]) == {"train", "held-out"} and d["sim_overloaded"].sum() == 1
+    bare = charts.validation_scatter_frame(t.drop(columns=["split", "sim_overloaded"]), "request_throughput")
+    assert set(bare["split"]) == {"all"} and not bare["sim_overloaded"].any()
+
+
+def test_validation_scatter_chart_diagonal_bands_and_splits():
+    d = charts.validation_scatter_frame(_errors(), "mean_ttft_ms")  # spans 100..4157: log-log
+    chart = charts.validation_scatter_chart(d, "Mean TTFT (ms)")
+    spec = chart.to_dict()
+    band, diag, points = _layers(spec)
+    assert spec["title"] == "Mean TTFT (ms)"
+    scale = points["encoding"]["x"]["scale"]
+    assert scale["type"] == "log" and points["encoding"]["y"]["scale"] == scale  # one shared domain
+    lo, hi = scale["domain"]
+    assert lo < d[["measured", "simulated"]].min().min() and hi > d[["measured", "simulated"]].max().max()
+    # y = x over the whole domain; +-10 % and +-25 % wedges
+    assert chart.layer[1].data["x"].tolist() == chart.layer[1].data["y"].tolist() == [lo, hi]
+    bands = chart.layer[0].data
+    assert sorted(bands["band"].unique()) == ["±10%", "±25%"]
+    b10 = bands[bands["band"] == "±10%"]
+    assert np.allclose(b10["y_hi"] / b10["x"], 1.1) and np.allclose(b10["y_lo"] / b10["x"], 0.9)
+    assert band["encoding"]["y2"]["field"] == "y_hi"
+    # points: colour and shape by split, fixed colours; the overload flag in the tooltip when present
+    enc = points["encoding"]
+    assert enc["color"]["field"] == enc["shape"]["field"] == "split"
+    assert enc["color"]["scale"]["domain"] == ["train", "held-out"]
+    assert enc["color"]["scale"]["range"] == [charts.SPLIT_STYLE["train"][0], charts.SPLIT_STYLE["held-out"][0]]
+    assert "sim_overloaded" in [t["field"] for t in enc["tooltip"]]
+    assert len(chart.layer[2].data) == len(d)
+
+
+def test_validation_scatter_chart_linear_and_forced_log():
+    d = charts.validation_scatter_frame(_errors(3), "request_throughput")  # 1..5.2: linear
+    spec = charts.validation_scatter_chart(d, "t").to_dict()
+    assert _layers(spec)[2]["encoding"]["x"]["scale"]["type"] == "linear"
+    assert _layers(spec)[2]["encoding"]["x"]["scale"]["domain"][0] >= 0  # not below zero for positive data
+    with_zero = pd.concat([d, d.iloc[:1].assign(measured=0.0, case="zero")], ignore_index=True)
+    chart = charts.validation_scatter_chart(with_zero, "t", log=True)
+    chart.to_dict()
+    assert "zero" not in set(chart.layer[2].data["case"])  # not drawable on log axes
+    empty = charts.validation_scatter_chart(d.iloc[:0], "t")
+    empty.to_dict()
+    other = charts.validation_scatter_chart(d.assign(split=["fitted", "not fitted", "extra"]), "t").to_dict()
+    assert _layers(other)[2]["encoding"]["color"]["scale"]["domain"] == ["fitted", "not fitted", "extra"]
+
+
+def test_validation_curve_frame_long_and_ordered():
+    t = _errors(6)
+    d = charts.validation_curve_frame(t, "request_throughput", "num_adapters", "max_loras")
+    assert list(d.columns) == ["x", "value", "source", "series", "case", "split"]
+    assert len(d) == 2 * 6 and set(d["source"]) == {"measured", "simulated"}
+    assert list(dict.fromkeys(d["series"])) == ["8", "16", "128"]  # numeric order, not text order
+    for _, g in d.groupby(["series", "source"]):
+        assert g["x"].is_monotonic_increasing
+    t.loc[t["case"] == "run 0", "simulated"] = np.nan
+    d2 = charts.validation_curve_frame(t, "request_throughput", "num_adapters")
+    assert len(d2) == 2 * 6 - 1 and set(d2["series"]) == {"all"}
+    assert charts.validation_curve_frame(t, "nope", "num_adapters").empty
+
+
+def test_validation_curve_chart_encodings():
+    d = charts.validation_curve_frame(_errors(6), "mean_ttft_ms", "num_adapters", "max_loras")
+    spec = charts.validation_curve_chart(d, "Adapters", "Mean TTFT (ms)", "max_loras", log_x=True,
+                                         title="curves").to_dict()
+    line, points = _layers(spec)
+    assert line["encoding"]["strokeDash"]["scale"]["domain"] == ["measured", "simulated"]
+    assert line["encoding"]["color"]["field"] == "series"
+    assert line["encoding"]["color"]["legend"]["title"] == "max_loras"
+    assert line["encoding"]["x"]["scale"]["type"] == "log"
+    assert "(log scale)" in line["encoding"]["x"]["title"]
+    assert points["encoding"]["fill"]["condition"]["test"] == "(datum.source === 'measured')"
+    one = charts.validation_curve_chart(charts.validation_curve_frame(_errors(6), "mean_ttft_ms", "num_adapters"),
+                                        "Adapters", "TTFT").to_dict()
+    assert "field" not in _layers(one)[0]["encoding"]["color"]  # one series: a fixed colour, no legend
+
+
+def test_validation_charts_from_the_committed_error_csvs():
+    """End to end on `python -m engine validate` output: every metric's scatter and curves build."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "docs" / "validation"
+    files = {"slora_s1_errors.csv": "num_adapters", "vllm_errors.csv": "max_cpu_loras"}
+    if not all((root / f).is_file() for f in files):
+        pytest.skip("docs/validation/*_errors.csv not generated")
+    for f, x in files.items():
+        t = pd.read_csv(root / f)
+        for m in t["metric"].unique():
+            d = charts.validation_scatter_frame(t, m)
+            assert 0 < len(d) <= (t["metric"] == m).sum()
+            charts.validation_scatter_chart(d, m).to_dict()
+            c = charts.validation_curve_frame(t, m, x)
+            charts.validation_curve_chart(c, x, m, log_x=charts.use_log_scale(c["x"])).to_dict()
+        d = charts.validation_scatter_frame(t, t["metric"].iloc[0])
+        assert charts.validation_scatter_chart(d, "x").to_json() == charts.validation_scatter_chart(d, "x").to_json()
+
+
+def test_log_ticks_and_split_legend():
+    assert charts.log_ticks(100, 4157) == [100, 200, 500, 1000, 2000]
+    assert charts.log_ticks(30, 2e6) == [100, 1e3, 1e4, 1e5, 1e6]  # decades only over a wide span
+    assert charts.log_ticks(0.5, 40) == [0.5, 1, 2, 5, 10, 20]
+    assert charts.log_ticks(0, 10) == [] and charts.log_ticks(5, 5) == []
+    html = charts.split_legend_html(["held-out", "train"], "note")
+    assert html.index("train") < html.index("held-out")  # fixed order
+    assert charts.SPLIT_STYLE["held-out"][0] in html and "note" in html
+
+
+def test_validation_scatter_chart_log_ticks_and_no_legend():
+    d = charts.validation_scatter_frame(_errors(), "mean_ttft_ms")
+    spec = charts.validation_scatter_chart(d, "t", legend=False).to_dict()
+    points = _layers(spec)[2]
+    lo, hi = points["encoding"]["x"]["scale"]["domain"]
+    assert points["encoding"]["x"]["axis"]["values"] == charts.log_ticks(lo, hi)
+    assert points["encoding"]["color"]["legend"] is None and points["encoding"]["shape"]["legend"] is None
+    assert _layers(spec)[0]["encoding"]["fill"]["legend"] is None  # bands: explained next to the chart
+    fills = _layers(spec)[0]["encoding"]["fill"]["scale"]
+    assert fills["domain"] == ["±25%", "±10%"] and fills["range"][0] > fills["range"][1]  # wide band lighter

@@ -1,0 +1,4 @@
+"""Validation page (code: app/page_validation.py)."""
+from app.page_validation import render
+
+render()
