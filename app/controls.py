@@ -719,3 +719,14 @@ def show_header(state: AppState, title: str, subtitle: str | None = None, help: 
     if trace is not None and title != "What-if":
         st.caption(f"The uploaded trace {trace['name']} is replayed on the What-if page only; this page uses "
                    "the generated workload.")
+
+
+def runnable(state: AppState) -> bool:
+    """Say why the sidebar's scenario cannot run (invalid, or no strategy chosen); True if it can."""
+    if state.error:
+        st.error(f"This scenario cannot be simulated. {state.error}", icon=":material/error:")
+        return False
+    if not state.strategies:
+        st.warning("Select at least one strategy in the sidebar.", icon=":material/checklist:")
+        return False
+    return True

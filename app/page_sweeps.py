@@ -94,11 +94,7 @@ def render() -> None:
     state = controls.current()
     controls.show_header(state, "Sweeps", "Vary one control, keep the rest of the sidebar's scenario, and see how "
                          "each strategy responds. Curves are means over seeds with 95% confidence bands.")
-    if state.error:
-        st.error(f"This scenario cannot be simulated. {state.error}", icon=":material/error:")
-        return
-    if not state.strategies:
-        st.warning("Select at least one strategy in the sidebar.", icon=":material/checklist:")
+    if not controls.runnable(state):
         return
     values = state.values
     names = list(FIGURES) + [CUSTOM]

@@ -112,11 +112,7 @@ def render() -> None:
     controls.show_header(state, "What-if", help="Every selected strategy serves the same simulated request "
                          "stream (same seed) on the scenario set in the sidebar; the tiles compare them with the "
                          "baseline you pin on the right.")
-    if state.error:
-        st.error(f"This scenario cannot be simulated. {state.error}", icon=":material/error:")
-        return
-    if not state.strategies:
-        st.warning("Select at least one strategy in the sidebar.", icon=":material/checklist:")
+    if not controls.runnable(state):
         return
 
     sc = state.scenario
