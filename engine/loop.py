@@ -41,7 +41,7 @@ AF_READY, AF_LOADSTART, AF_GOLDEST, AF_LEN = range(4)
  SI_LOADS, SI_DISK_LOADS, SI_EVICTS, SI_NEV, SI_STEPS, SI_FLAGS, SI_NISSUED, SI_REJECTS, SI_HEAPN,
  SI_WQTAIL, SI_NFREE, SI_COMPACTS, SI_LEN) = range(21)
 (SF_PCIE_FREE, SF_DISK_FREE, SF_ADAPTER_BYTES, SF_BUSY, SF_END_T, SF_PEAK_ADAPTER, SF_PEAK_KV,
- SF_PEAK_TOTAL, SF_STALL, SF_FRAG_INT, SF_COMPACT_BYTES, SF_TOKENS_WIN, SF_LEN) = range(13)
+ SF_PEAK_TOTAL, SF_STALL, SF_FRAG_INT, SF_COMPACT_BYTES, SF_TOKENS_WIN, SF_LORA_BYTES, SF_LEN) = range(14)
 # ---- request status
 ST_FUTURE, ST_WAITING, ST_RUNNING, ST_DONE = 0, 1, 2, 3
 # ---- adapter GPU state
@@ -112,6 +112,50 @@ def accum(ts, bucket_s, nb, t0, t1, col, value):
         if t1 <= hi:
             break
         b += 1
+
+
+@njit(cache=True, nogil=True)
+def accum_row(ts, bucket_s, nb, t0, t1, vals):
+    """Add vals[c] * overlap of [t0, t1) with each bucket to ts[b, c], for every column at once."""
+    if t1 <= t0:
+        return
+    b = int(t0 / bucket_s)
+    nc = vals.shape[0]
+    while b < nb:
+        lo = b * bucket_s
+        hi = lo + bucket_s
+        s = t0 if t0 > lo else lo
+        e = t1 if t1 < hi else hi
+        if e > s:
+            w = e - s
+            for c in range(nc):
+                if vals[c] != 0.0:
+                    ts[b, c] += vals[c] * w
+        if t1 <= hi:
+            break
+        b += 1
+
+
+@njit(cache=True, nogil=True)
+def _sort_groups(key, items, n):
+    """Sort items[:n] by key[:n] in place (stable): insertion sort for the usual few groups."""
+    if n > 48:
+        order = np.argsort(key[:n], kind="mergesort")
+        k2 = key[:n][order].copy()
+        i2 = items[:n][order].copy()
+        key[:n] = k2
+        items[:n] = i2
+        return
+    for i in range(1, n):
+        k = key[i]
+        v = items[i]
+        j = i - 1
+        while j >= 0 and key[j] > k:
+            key[j + 1] = key[j]
+            items[j + 1] = items[j]
+            j -= 1
+        key[j + 1] = k
+        items[j + 1] = v
 
 
 @njit(cache=True, nogil=True)
@@ -394,6 +438,7 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
         R_i[RI_KVSTART, r] = _ext_take(ip, fp, R_i, A_i, S_i, S_f, running, res_list, fl, ev_t, ev_i, t, blocks)
     if A_i[AI_REF, a] == 0:
         S_i[SI_NDISTINCT] += 1
+        S_f[SF_LORA_BYTES] += A_i[AI_BYTES, a]
     A_i[AI_REF, a] += 1
     A_i[AI_WAIT, a] -= 1
     S_i[SI_NWAIT] -= 1
@@ -448,6 +493,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
     window = ip[IP_WINDOW] != 0
     grouped = ip[IP_ORDER] == ORDER_GROUPED
     W = fp[FP_WINDOW]
+    row = np.zeros(TS_LEN, np.float64)  # one time-series row, reused every step
     wq_head = 0
     next_arr = 0
     t = 0.0
@@ -569,10 +615,10 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 a = g_list[j]
                 starving = t - A_f[AF_GOLDEST, a] >= fp[FP_MAX_WAIT] - 1e-9
                 g_key[j] = group_key(starving, A_i[AI_STATE, a] != AS_ABSENT, A_f[AF_GOLDEST, a])
-            order = np.argsort(g_key[:ng])
+            _sort_groups(g_key, g_list, ng)
             stop = False
             for jj in range(ng):
-                a = g_list[order[jj]]
+                a = g_list[jj]
                 A_i[AI_GMARK, a] = 0
                 if stop:
                     continue
@@ -675,11 +721,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 n_dec += 1
                 ctx += float(R_i[RI_PROMPT, rr] + g)
                 lora_flops += ab
-        lora_bytes = 0.0
-        for j in range(S_i[SI_NRES]):
-            a = res_list[j]
-            if A_i[AI_REF, a] > 0:
-                lora_bytes += float(A_i[AI_BYTES, a])
+        lora_bytes = S_f[SF_LORA_BYTES]  # bytes of the distinct adapters in the batch
         dt = step_seconds(ip[IP_FIXED] != 0, p_tokens, attn_prefill, float(n_dec), ctx, lora_flops, lora_bytes,
                           float(S_i[SI_NDISTINCT]), float(ip[IP_PAD_SLOTS]), fp[FP_PARAMS], fp[FP_WEIGHT_BYTES],
                           fp[FP_FLOPS], fp[FP_BW], fp[FP_ATTN], fp[FP_KV_TOK], fp[FP_OVERHEAD],
@@ -696,20 +738,22 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             kv_frac = kv_bytes / (fp[FP_POOL] - S_f[SF_ADAPTER_BYTES]) if fp[FP_POOL] > S_f[SF_ADAPTER_BYTES] else 1.0
         else:
             kv_frac = S_i[SI_KV_BLOCKS] / ip[IP_KV_BLOCKS]
-        accum(ts, bucket, nb, t, t_end, TS_QUEUE, float(waiting))
-        accum(ts, bucket, nb, t, t_end, TS_BATCH, float(n_run))
-        accum(ts, bucket, nb, t, t_end, TS_IN_SYSTEM, float(waiting + n_run))
-        accum(ts, bucket, nb, t, t_end, TS_RESIDENT, float(S_i[SI_NRES] - S_i[SI_NLOADING]))
-        accum(ts, bucket, nb, t, t_end, TS_KV_FRAC, kv_frac)
-        accum(ts, bucket, nb, t, t_end, TS_KV_BYTES, kv_bytes)
-        accum(ts, bucket, nb, t, t_end, TS_ADAPTER_BYTES, S_f[SF_ADAPTER_BYTES])
-        accum(ts, bucket, nb, start, t_end, TS_BUSY, 1.0)
         frag = _frag_now(ip, R_i, wq, wq_head, S_i[SI_WQTAIL], fl, S_i)
-        accum(ts, bucket, nb, t, t_end, TS_FRAG, frag)
-        _window_add(S_f, SF_FRAG_INT, t, t_end, fp[FP_WARMUP], fp[FP_DURATION], frag)
+        row[:] = 0.0
+        row[TS_QUEUE] = waiting
+        row[TS_BATCH] = n_run
+        row[TS_IN_SYSTEM] = waiting + n_run
+        row[TS_RESIDENT] = S_i[SI_NRES] - S_i[SI_NLOADING]
+        row[TS_KV_FRAC] = kv_frac
+        row[TS_KV_BYTES] = kv_bytes
+        row[TS_ADAPTER_BYTES] = S_f[SF_ADAPTER_BYTES]
+        row[TS_FRAG] = frag
         if async_mode:
-            accum(ts, bucket, nb, t, t_end, TS_LOADS, float(S_i[SI_NLOADING]))
-        else:
+            row[TS_LOADS] = S_i[SI_NLOADING]
+        accum_row(ts, bucket, nb, t, t_end, row)
+        accum(ts, bucket, nb, start, t_end, TS_BUSY, 1.0)
+        _window_add(S_f, SF_FRAG_INT, t, t_end, fp[FP_WARMUP], fp[FP_DURATION], frag)
+        if not async_mode:
             accum(ts, bucket, nb, t, start, TS_LOADS, float(loads_now))
         # ---- tokens and completions
         if fp[FP_WARMUP] <= t_end < fp[FP_DURATION]:
@@ -731,6 +775,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 A_i[AI_REF, a] -= 1
                 if A_i[AI_REF, a] == 0:
                     S_i[SI_NDISTINCT] -= 1
+                    S_f[SF_LORA_BYTES] -= A_i[AI_BYTES, a]
                 S_i[SI_TICK] += 1
                 A_i[AI_LAST, a] = S_i[SI_TICK]
                 last = S_i[SI_NRUN] - 1
