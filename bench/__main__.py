@@ -43,8 +43,6 @@ TARGET_DEFAULT_MS = 20.0
 TARGET_MILLION_S = 2.0
 TARGET_SPEEDUP = 100.0
 
-_LOOP_ARGS = ("ip", "fp", "R_i", "R_f", "A_i", "A_f", "a_list", "S_i", "S_f", "wq", "running",
-              "new_list", "res_list", "heap_t", "heap_a", "g_list", "g_key", "ts", "ev_t", "ev_i")
 
 
 # ------------------------------------------------------------------------------- helpers
@@ -112,7 +110,7 @@ def _time_loop(sc):
         from engine import sim as S
         sc = sc.validate()
         arr = S._build(sc, S.generate(sc))
-        args = [arr[k] for k in _LOOP_ARGS]
+        args = [arr[k] for k in S.LOOP_ARGS]
         t0 = time.perf_counter()
         L.run_loop(*args)
         return time.perf_counter() - t0

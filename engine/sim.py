@@ -229,12 +229,14 @@ def _build(sc: Scenario, wl: Workload):
     return arrays
 
 
+#: The loop's arguments, in order, as keys of the dict ``_build`` returns.
+LOOP_ARGS = ("ip", "fp", "R_i", "R_f", "A_i", "A_f", "a_list", "S_i", "S_f", "wq", "running", "new_list",
+             "res_list", "heap_t", "heap_a", "g_list", "g_key", "ts", "ev_t", "ev_i", "fl")
+
+
 def _run(sc: Scenario, wl: Workload):
     arr = _build(sc, wl)
-    L.run_loop(arr["ip"], arr["fp"], arr["R_i"], arr["R_f"], arr["A_i"], arr["A_f"], arr["a_list"],
-               arr["S_i"], arr["S_f"], arr["wq"], arr["running"], arr["new_list"], arr["res_list"],
-               arr["heap_t"], arr["heap_a"], arr["g_list"], arr["g_key"], arr["ts"], arr["ev_t"],
-               arr["ev_i"], arr["fl"])
+    L.run_loop(*(arr[k] for k in LOOP_ARGS))
     return arr
 
 
