@@ -1380,10 +1380,11 @@ def render(claims: list[Claim], m: Mode, cmd: str, prov: dict, wall_s: float, da
           f"hot sets start preloaded. At 4 req/s naive makes {loads4:.0f} loads and {ev4:.0f} evictions per "
           f"{m.duration_s:g} s run on average: its cache ({slots} slots) "
           + ("is still filling, so most of its misses are compulsory." if ev4 < 0.1 * slots else "has filled."),
-          "* **Seed 3 is not calibrated.** The roofline service model and the load path have not been fitted to vLLM "
-          "yet (a later issue); absolute tokens/s are off, the trends are what we check. Closed-loop clients with fixed "
-          "lengths run in lock step, so throughput counted from requests finishing in the window moves in whole "
-          "waves (steps of ~0.3% in our 300 s full runs) and some CIs have zero width.",
+          "* **Seed 3 is not calibrated.** The seed-3 preset's roofline service model and load path are not fitted "
+          "to this benchmark (docs/validation.md covers the fits that exist and their errors); absolute tokens/s "
+          "are off, the trends are what we check. Token throughput counts the tokens generated inside the window, "
+          "so the lock-step waves of closed-loop clients with fixed lengths do not quantise it; request "
+          "throughput, which counts completions, still moves in whole waves.",
           "* **Seed 2 leaves its setup undefined.** No GPU, memory sizes, workload definitions or fragmentation "
           "metric are given; ours are stated in the next section and in docs/model.md 3.4. Our policies follow the "
           "source's one-line descriptions (docs/model.md 6.3); how its `round_robin` kept a near-zero throughput "

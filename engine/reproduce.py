@@ -156,8 +156,8 @@ def seed1_specs(m: Mode, views=("contention",), extra_views: dict[str, tuple[str
 # ---------------------------------------------------------------------------- seed 3
 SEED3_MEMORY_COUNTS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 250, 500, 750, 1000)
 #: Full-mode run length for seed 3.  Closed-loop clients with fixed lengths finish in waves of
-#: `concurrency` requests, and throughput counts requests finishing inside the window, so its
-#: resolution is one wave per window: ~1.7% at 60 s, ~0.3% at 300 s (runs stay cheap).
+#: `concurrency` requests; request throughput (completions in the window) moves in whole waves,
+#: ~1.7% at 60 s, ~0.3% at 300 s; token throughput counts tokens generated in the window.
 SEED3_FULL_DURATION_S, SEED3_FULL_WARMUP_S = 300.0, 10.0
 
 
@@ -480,7 +480,7 @@ def seed3_conditions(m: Mode) -> str:
             f"adapter budget {p.vram_budget_gb:g} GiB (holds 128 slots), host cache unlimited and warm, roofline "
             f"service model (NOT calibrated yet); duration-based runs of {seed3_times(m)[0]:g} s after a "
             f"{seed3_times(m)[1]:g} s warm-up instead of the source's 1,000 measured requests after 50 warm-up requests "
-            f"(throughput moves in steps of one wave of `concurrency` requests per window); "
+            f"(tokens/s counts the tokens generated in the window); "
             f"{m.replications} replications")
 
 
