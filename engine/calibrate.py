@@ -39,8 +39,6 @@ from .workload import Workload
 #: Metric columns of a ``vllm bench serve`` result (ms for latencies, req/s and tok/s).
 METRIC_COLUMNS = ("request_throughput", "output_throughput", "mean_ttft_ms", "median_ttft_ms",
                   "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms")
-#: Columns every measurement file must have.
-REQUIRED_METRICS = ("request_throughput", "mean_ttft_ms")
 #: Extra metric some datasets carry (share of requests meeting slo_ttft_ms).
 EXTRA_METRICS = ("slo_attainment",)
 
@@ -68,10 +66,9 @@ def load_measurements(src, base: Scenario | None = None) -> pd.DataFrame:
     df = _read_table(src)
     if len(df) == 0:
         raise ValueError("measurements: no rows")
-    missing = [c for c in REQUIRED_METRICS if c not in df.columns]
-    if missing:
-        raise ValueError(f"{missing[0]}: missing required metric column; required: {', '.join(REQUIRED_METRICS)}"
-                         f" (optional: {', '.join(c for c in METRIC_COLUMNS + EXTRA_METRICS if c not in REQUIRED_METRICS)})")
+    if not any(c in df.columns for c in METRIC_COLUMNS + EXTRA_METRICS):
+        raise ValueError(f"request_throughput: missing, and no other metric column either; a measurement file "
+                         f"needs at least one of: {', '.join(METRIC_COLUMNS + EXTRA_METRICS)}")
     names = set(Scenario.field_names())
     metric_cols = [c for c in METRIC_COLUMNS + EXTRA_METRICS if c in df.columns]
     scen_cols = [c for c in df.columns if c in names]
@@ -81,9 +78,8 @@ def load_measurements(src, base: Scenario | None = None) -> pd.DataFrame:
         vals = []
         for i, v in enumerate(df[c].tolist()):
             x = _to_float(v)
-            if x is None or (c in REQUIRED_METRICS and not math.isfinite(x)) or (math.isfinite(x) and x < 0):
-                raise ValueError(f"{c}: row {i + 1}: invalid value {v!r}; allowed: a number >= 0"
-                                 + ("" if c in REQUIRED_METRICS else " or empty"))
+            if x is None or (math.isfinite(x) and x < 0):
+                raise ValueError(f"{c}: row {i + 1}: invalid value {v!r}; allowed: a number >= 0 or empty")
             vals.append(x)
         out[c] = vals
     for c in scen_cols:
@@ -94,6 +90,10 @@ def load_measurements(src, base: Scenario | None = None) -> pd.DataFrame:
             except ValueError as e:
                 raise ValueError(f"{c}: row {i + 1}: {str(e).split(': ', 1)[1]}") from None
         out[c] = pd.Series(vals, dtype=object)
+    for i in range(len(out)):
+        if not any(math.isfinite(out.at[i, c]) for c in metric_cols):
+            raise ValueError(f"{metric_cols[0]}: row {i + 1}: no metric value in this row; allowed: a number >= 0 in "
+                             f"at least one of {', '.join(metric_cols)}")
     out.attrs.update(metric_columns=metric_cols, scenario_columns=scen_cols, ignored_columns=ignored)
     if base is not None:
         for i in range(len(out)):

@@ -152,7 +152,7 @@ def test_missing_files_say_how_to_generate_them(monkeypatch, tmp_path):
 
 # ------------------------------------------------------------------ upload and fit
 @pytest.mark.parametrize("content, expect", [
-    (b"request_throughput,arrival_rate_rps\n4.0,4\n", "mean_ttft_ms: missing required metric column"),
+    (b"arrival_rate_rps,num_adapters\n4.0,4\n", "request_throughput: missing, and no other metric column"),
     (b"request_throughput,mean_ttft_ms\n4.0,30\nfast,40\n", "request_throughput: row 2: invalid value 'fast'"),
     (b"request_throughput,mean_ttft_ms,gpu\n4.0,30,tpu-v9\n", "row 1: gpu: invalid value 'tpu-v9'"),
     (b"\xff\xfe\x00bad", "not UTF-8"),
@@ -207,12 +207,12 @@ def test_fit_offers_the_fitted_scenario_and_loads_it_into_the_sidebar(media):
 def test_fit_on_another_preset_switches_the_sidebar_preset():
     data = json.dumps([{"request_throughput": 7.0, "mean_ttft_ms": 60.0, "mean_tpot_ms": 25.0,
                         "duration_s": 30.0, "warmup_s": 5.0}]).encode()
-    at = fit(on_page(), "run.json", data, base="vllm-h100-64gb-llama31-8b-calibrated", params=("step_overhead_ms",))
+    at = fit(on_page(), "run.json", data, base="vllm-llama31-8b", params=("step_overhead_ms",))
     assert not at.error and at.success
     at.button(key="use_fitted").click()
     ok(at.run())
     assert at.title[0].value == "What-if"
-    assert at.selectbox(key="preset").value == "vllm-h100-64gb-llama31-8b-calibrated"
+    assert at.selectbox(key="preset").value == "vllm-llama31-8b"
     assert at.selectbox(key="gpu").value == "h100-64gb"
     assert "vllm" in at.multiselect(key="strategy").value
 
