@@ -15,14 +15,13 @@ from numba import njit
 
 from .costs import step_seconds
 from .memory import ext_alloc, ext_free, fragmentation
-from .policies import (EVICT_BELADY, EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key,  # noqa: F401
-                       next_use, pick_victim)
+from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victim
 
 # ---- integer parameters (ip)
-(IP_N, IP_A, IP_MAX_BATCH, IP_MAX_TOKENS, IP_SLOTS, IP_HOST_CAP, IP_KV_BLOCKS, IP_BLOCK_TOKENS,
+(IP_N, IP_A, IP_MAX_BATCH, IP_MAX_TOKENS, IP_SLOTS, IP_HOST_CAP, IP_KV_BLOCKS,
  IP_ORDER, IP_EVICT, IP_STRICT, IP_WINDOW, IP_THRESHOLD, IP_ASYNC, IP_UNIFIED, IP_PREFETCH,
  IP_CLUSTER, IP_CLOSED, IP_CONC, IP_FIXED, IP_SCAN, IP_NBUCKETS, IP_MAX_EVENTS, IP_PAD_SLOTS,
- IP_CONTIG, IP_ARENA, IP_MEAN_BLOCKS, IP_LEN) = range(28)
+ IP_CONTIG, IP_ARENA, IP_MEAN_BLOCKS, IP_LEN) = range(27)
 # ---- float parameters (fp)
 (FP_DURATION, FP_HORIZON, FP_WINDOW, FP_MAX_WAIT, FP_PCIE_BPS, FP_DISK_BPS, FP_LOAD_LAT,
  FP_DISK_LAT, FP_ADAPTER_CAP, FP_POOL, FP_BLOCK_BYTES, FP_WEIGHT_BYTES, FP_PARAMS, FP_FLOPS,
@@ -381,7 +380,7 @@ ADM_OK, ADM_STOP, ADM_WAIT, ADM_NOSLOT = 0, 1, 2, 3
 
 @njit(cache=True, nogil=True)
 def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a, ev_t, ev_i,
-               running, new_list, t, r, tokens_used, threshold_ok):
+               running, t, r, tokens_used, threshold_ok):
     """Try to start request r in this step.
 
     ADM_OK: admitted; ADM_STOP: KV or token budget full (FCFS stops);
@@ -545,7 +544,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 if A_i[AI_REF, R_i[RI_ADAPTER, r]] == 0:
                     continue
                 code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a,
-                                  ev_t, ev_i, running, new_list, t, r, tokens, True)
+                                  ev_t, ev_i, running, t, r, tokens, True)
                 if code == ADM_OK:
                     new_list[n_new] = r
                     n_new += 1
@@ -572,7 +571,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                         continue
                     break
                 code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a,
-                                  ev_t, ev_i, running, new_list, t, r, tokens, True)
+                                  ev_t, ev_i, running, t, r, tokens, True)
                 if code == ADM_OK:
                     new_list[n_new] = r
                     n_new += 1
@@ -630,7 +629,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                         stop = True
                         break
                     code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t,
-                                      heap_a, ev_t, ev_i, running, new_list, t, r, tokens, thr_ok)
+                                      heap_a, ev_t, ev_i, running, t, r, tokens, thr_ok)
                     if code == ADM_OK:
                         new_list[n_new] = r
                         n_new += 1
@@ -677,13 +676,15 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 break
             if t_next <= t:
                 t_next = t + 1e-9
-            accum(ts, bucket, nb, t, t_next, TS_QUEUE, float(waiting))
-            accum(ts, bucket, nb, t, t_next, TS_IN_SYSTEM, float(waiting))
-            accum(ts, bucket, nb, t, t_next, TS_RESIDENT, float(S_i[SI_NRES] - S_i[SI_NLOADING]))
-            accum(ts, bucket, nb, t, t_next, TS_LOADS, float(S_i[SI_NLOADING]))
-            accum(ts, bucket, nb, t, t_next, TS_ADAPTER_BYTES, S_f[SF_ADAPTER_BYTES])
             frag = _frag_now(ip, R_i, wq, wq_head, S_i[SI_WQTAIL], fl, S_i)
-            accum(ts, bucket, nb, t, t_next, TS_FRAG, frag)
+            row[:] = 0.0
+            row[TS_QUEUE] = waiting
+            row[TS_IN_SYSTEM] = waiting
+            row[TS_RESIDENT] = S_i[SI_NRES] - S_i[SI_NLOADING]
+            row[TS_LOADS] = S_i[SI_NLOADING]
+            row[TS_ADAPTER_BYTES] = S_f[SF_ADAPTER_BYTES]
+            row[TS_FRAG] = frag
+            accum_row(ts, bucket, nb, t, t_next, row)
             _window_add(S_f, SF_FRAG_INT, t, t_next, fp[FP_WARMUP], fp[FP_DURATION], frag)
             t = t_next
             continue

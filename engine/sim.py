@@ -92,7 +92,6 @@ def _build(sc: Scenario, wl: Workload):
     ip[L.IP_SLOTS] = eff["slots"]
     ip[L.IP_HOST_CAP] = sc.max_cpu_loras
     ip[L.IP_KV_BLOCKS] = max(kv_blocks, 1)
-    ip[L.IP_BLOCK_TOKENS] = sc.kv_block_tokens
     ip[L.IP_ORDER] = pol.order
     ip[L.IP_EVICT] = pol.evict
     ip[L.IP_STRICT] = int(pol.strict_fcfs)
