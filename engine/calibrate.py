@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,7 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "step_overhead_ms": (0.0, 100.0),
     "lora_ms_per_adapter": (0.0, 2.0),
     "lora_ms_per_slot": (0.0, 1.0),
+    "lora_us_per_token_slot": (0.0, 5.0),
     "load_latency_ms": (0.0, 100.0),
 }
 DEFAULT_PARAMS = ("compute_eff", "bw_eff", "step_overhead_ms")
@@ -277,9 +279,25 @@ def _check_params(params, bounds) -> tuple[list[str], dict[str, tuple[float, flo
     return params, b
 
 
+def simulate_cases(cases: list[Case], values: dict[str, float] | None = None,
+                   workers: int | None = None) -> list[dict[str, float]]:
+    """``simulate_case`` over many cases on a thread pool (the jitted loop releases the GIL)."""
+    workers = max(1, min(len(cases), workers or os.cpu_count() or 1))
+    if workers == 1:
+        return [simulate_case(c, values) for c in cases]
+    from concurrent.futures import ThreadPoolExecutor
+    # longest first, so the slow runs do not end up last on one thread
+    order = sorted(range(len(cases)), key=lambda i: -cases[i].scenario.arrival_rate_rps * cases[i].scenario.duration_s)
+    out: list = [None] * len(cases)
+    with ThreadPoolExecutor(workers) as ex:
+        for i, m in zip(order, ex.map(lambda i: simulate_case(cases[i], values), order)):
+            out[i] = m
+    return out
+
+
 def fit_cases(cases: list[Case], params=DEFAULT_PARAMS, bounds=None, start: dict | None = None,
               max_nfev: int = 60, diff_step: float = 0.02, loss: str = "soft_l1",
-              log=None) -> FitResult:
+              log=None, workers: int | None = None) -> FitResult:
     """Least-squares fit of ``params`` (shared by all cases) on relative errors.
 
     Residual per (case, fitted metric): simulated / measured - 1 (``soft_l1`` loss, so a
@@ -313,7 +331,7 @@ def fit_cases(cases: list[Case], params=DEFAULT_PARAMS, bounds=None, start: dict
         key = tuple(np.round(x, 12))
         if key not in cache:
             vals = dict(zip(params, map(float, x)))
-            cache[key] = [simulate_case(c, vals) for c in cases]
+            cache[key] = simulate_cases(cases, vals, workers)
             if log:
                 log(f"  eval {len(cache):3d} ({time.perf_counter() - t0:.0f} s): "
                     + ", ".join(f"{p}={v:.4g}" for p, v in vals.items()))
@@ -619,7 +637,7 @@ def vllm_metrics_factory(window_s: float, real_window_s: float = 3600.0, offered
         n_arr = int(((arr >= W) & (arr < T)).sum())
         backlog_growth = n_arr - n           # arrivals minus finishes in the window
         overloaded = math.isfinite(offered) and backlog_growth > max(0.05 * n_arr, 20)
-        if overloaded:
+        if overloaded and T < real_window_s:
             mu, lam = thr, n_arr / (T - W)
             base = float(np.median(ttft)) if len(ttft) else 0.0
             mean_ttft = 0.5 * real_window_s * max(0.0, 1.0 - mu / lam) * 1e3 + base
@@ -634,12 +652,13 @@ def _parse_list(s) -> list[float]:
     return [float(x) for x in str(s).split(";") if x.strip()]
 
 
-def vllm_cases(path=None, duration_s: float = 60.0, warmup_s: float = 20.0, rows=None, seed: int = 0,
+def vllm_cases(path=None, duration_s: float = 3600.0, warmup_s: float = 0.0, rows=None, seed: int = 0,
                len_cv: float = 1.0) -> list[Case]:
     """The vLLM runs that completed (status ok) as Cases replaying their request streams.
 
-    Simulated window ``duration_s`` (default 60 s, warm-up 20 s) instead of the real
-    3600 s: see ``vllm_metrics_factory``.  GPU slots = max_loras, host cache =
+    Simulated window ``duration_s`` (default: the real 3600 s, no warm-up, so queues build
+    as they did in the runs; a shorter window extrapolates overloaded runs' TTFT, see
+    ``vllm_metrics_factory``).  GPU slots = max_loras, host cache =
     max_cpu_loras (= adapters served, all warm), max_num_seqs 2048, a prefill budget of
     2048 tokens per step (vLLM V1's default for the API server on a GPU under 70 GiB, as
     we read vLLM 0.8.5; unverified), adapters sized for all linear modules (assumed).
@@ -677,8 +696,7 @@ def vllm_cases(path=None, duration_s: float = 60.0, warmup_s: float = 20.0, rows
                 "median_ttft_ms": float(r["median_ttft_ms"]),
                 "mean_tpot_ms": float(r["mean_tpot_ms"])}
         stable = float(r["request_throughput_req_per_s"]) >= 0.95 * offered
-        # TTFT is fitted only where the run kept up and TTFT is not window-dominated
-        fitm = ("request_throughput", "mean_tpot_ms") + (("mean_ttft_ms",) if stable and meas["mean_ttft_ms"] < 5000 else ())
+        fitm = ("request_throughput", "mean_tpot_ms", "mean_ttft_ms")
         name = f"loras={ml} cpu={int(r['max_cpu_loras'])} rank<={mlr} rate={offered:g}"
         info = {"dataset": "vllm", "max_loras": ml, "max_cpu_loras": int(r["max_cpu_loras"]),
                 "max_lora_rank": mlr, "offered_rps": offered, "measured_stable": bool(stable),
@@ -787,9 +805,7 @@ def _split_eval(train: list[Case], held: list[Case], params, max_nfev: int, log,
                 start: dict | None = None) -> tuple[FitResult, pd.DataFrame]:
     res = fit_cases(train, params, start=start, max_nfev=max_nfev, log=log)
     t_train = res.table.assign(split="train")
-    sims = []
-    for c in held:
-        sims.append(simulate_case(c, res.values))
+    sims = simulate_cases(held, res.values)
     t_held = error_table(held, sims).assign(split="held-out")
     return res, pd.concat([t_train, t_held], ignore_index=True)
 

@@ -5,8 +5,10 @@ Roofline (docs/model.md, eq. 1-4):
     bytes = W + kv_tok (C + P + D) + sum(bytes of adapters in the batch)
     t = max(flops / (peak * compute_eff), bytes / (hbm * bw_eff))
         + overhead + lora_ms_per_adapter * distinct + lora_ms_per_slot * slots
+        + lora_us_per_token_slot * (P + D) * slots
 where N = parameters, P = prefill tokens, D = decoding requests, C = their total
-context, L d = layers x hidden size, W = weight bytes.
+context, L d = layers x hidden size, W = weight bytes, slots = max_loras (vLLM's LoRA
+kernels are launched over every slot, so their cost grows with tokens x slots).
 Fixed mode: t = prefill_s_per_token * P + decode_s_per_step * [D > 0] + the same overheads.
 """
 from __future__ import annotations
@@ -17,9 +19,10 @@ from numba import njit
 @njit(cache=True, nogil=True)
 def step_seconds(fixed, p_tokens, attn_prefill, n_dec, ctx, lora_flops, lora_bytes, distinct, slots,
                  params, weight_bytes, flops_per_s, bytes_per_s, attn_ld, kv_tok_bytes, overhead_s,
-                 lora_adapter_s, lora_slot_s, prefill_s_tok, decode_s_step):
+                 lora_adapter_s, lora_slot_s, prefill_s_tok, decode_s_step, lora_tok_slot_s):
     """Seconds for one step (see module docstring)."""
-    extra = overhead_s + lora_adapter_s * distinct + lora_slot_s * slots
+    extra = (overhead_s + lora_adapter_s * distinct + lora_slot_s * slots
+             + lora_tok_slot_s * (p_tokens + n_dec) * slots)
     if fixed:
         t = prefill_s_tok * p_tokens
         if n_dec > 0:

@@ -21,12 +21,12 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
 (IP_N, IP_A, IP_MAX_BATCH, IP_MAX_TOKENS, IP_SLOTS, IP_HOST_CAP, IP_KV_BLOCKS,
  IP_ORDER, IP_EVICT, IP_STRICT, IP_WINDOW, IP_THRESHOLD, IP_ASYNC, IP_UNIFIED, IP_PREFETCH,
  IP_CLUSTER, IP_CLOSED, IP_CONC, IP_FIXED, IP_SCAN, IP_NBUCKETS, IP_MAX_EVENTS, IP_PAD_SLOTS,
- IP_CONTIG, IP_ARENA, IP_MEAN_BLOCKS, IP_LEN) = range(27)
+ IP_CONTIG, IP_ARENA, IP_MEAN_BLOCKS, IP_FASTSKIP, IP_LEN) = range(28)
 # ---- float parameters (fp)
 (FP_DURATION, FP_HORIZON, FP_WINDOW, FP_MAX_WAIT, FP_PCIE_BPS, FP_DISK_BPS, FP_LOAD_LAT,
  FP_DISK_LAT, FP_ADAPTER_CAP, FP_POOL, FP_BLOCK_BYTES, FP_WEIGHT_BYTES, FP_PARAMS, FP_FLOPS,
  FP_BW, FP_ATTN, FP_KV_TOK, FP_OVERHEAD, FP_LORA_ADAPTER, FP_LORA_SLOT, FP_PREFILL_TOK,
- FP_DECODE_STEP, FP_BUCKET, FP_WARMUP, FP_LEN) = range(25)
+ FP_DECODE_STEP, FP_BUCKET, FP_WARMUP, FP_LORA_TOKSLOT, FP_LEN) = range(26)
 # ---- per-request ints / floats
 (RI_ADAPTER, RI_PROMPT, RI_OUTPUT, RI_STATUS, RI_GEN, RI_LOADED, RI_TIER, RI_BLOCKS, RI_NEXT, RI_KVSTART,
  RI_REJECTED, RI_LEN) = range(12)
@@ -555,6 +555,14 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             i = wq_head
             scanned = 0
             prefetch_only = False
+            # Once every GPU slot is held by an adapter in use (a miss found no victim), no
+            # absent adapter can get one in this step: requests that need one are passed over
+            # unchecked (vLLM checks max_loras before the token budget) and only requests of
+            # resident adapters can still start.  ``rem`` counts those still ahead in the
+            # queue, so the scan ends when none is left: the same admissions as scanning on
+            # (IP_FASTSKIP = 0, tested), in O(slots) instead of O(queue) per step.
+            res_only = False
+            rem = 0
             while i < wq_tail and scanned < scan_limit:
                 r = wq[i]
                 i += 1
@@ -563,6 +571,10 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 if R_f[RF_ARR, r] > cutoff:
                     break
                 scanned += 1
+                if res_only:
+                    if A_i[AI_STATE, R_i[RI_ADAPTER, r]] == AS_ABSENT:
+                        continue
+                    rem -= 1
                 if prefetch_only or S_i[SI_NRUN] >= ip[IP_MAX_BATCH]:
                     if ip[IP_PREFETCH]:
                         prefetch_only = True
@@ -582,6 +594,13 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                         continue
                     break
                 elif ip[IP_STRICT]:
+                    break
+                elif (code == ADM_NOSLOT and not res_only and not ip[IP_PREFETCH] and ip[IP_SLOTS] > 0
+                      and S_i[SI_NRES] >= ip[IP_SLOTS]):
+                    res_only = True
+                    for j in range(S_i[SI_NRES]):
+                        rem += A_i[AI_WAIT, res_list[j]]
+                if res_only and rem <= 0 and ip[IP_FASTSKIP]:
                     break
         else:
             # group released waiting requests by adapter (linked lists through RI_NEXT)
@@ -726,7 +745,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
         dt = step_seconds(ip[IP_FIXED] != 0, p_tokens, attn_prefill, float(n_dec), ctx, lora_flops, lora_bytes,
                           float(S_i[SI_NDISTINCT]), float(ip[IP_PAD_SLOTS]), fp[FP_PARAMS], fp[FP_WEIGHT_BYTES],
                           fp[FP_FLOPS], fp[FP_BW], fp[FP_ATTN], fp[FP_KV_TOK], fp[FP_OVERHEAD],
-                          fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT], fp[FP_PREFILL_TOK], fp[FP_DECODE_STEP])
+                          fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT], fp[FP_PREFILL_TOK], fp[FP_DECODE_STEP],
+                          fp[FP_LORA_TOKSLOT])
         t_end = start + dt
         S_i[SI_STEPS] += 1
         lo = start if start > fp[FP_WARMUP] else fp[FP_WARMUP]

@@ -108,6 +108,7 @@ def _build(sc: Scenario, wl: Workload):
     ip[L.IP_NBUCKETS] = nb
     ip[L.IP_MAX_EVENTS] = min(MAX_EVENTS, 4 * n + 1024)
     ip[L.IP_PAD_SLOTS] = sc.max_loras
+    ip[L.IP_FASTSKIP] = 1  # 0 scans the whole queue (the reference the fast path is tested against)
     ip[L.IP_CONTIG] = int(contiguous)
     ip[L.IP_ARENA] = arena
     ip[L.IP_MEAN_BLOCKS] = max(1, int(round(float(np.mean(
@@ -134,6 +135,7 @@ def _build(sc: Scenario, wl: Workload):
     fp[L.FP_OVERHEAD] = sc.step_overhead_ms / 1e3
     fp[L.FP_LORA_ADAPTER] = sc.lora_ms_per_adapter / 1e3
     fp[L.FP_LORA_SLOT] = sc.lora_ms_per_slot / 1e3
+    fp[L.FP_LORA_TOKSLOT] = sc.lora_us_per_token_slot / 1e6
     fp[L.FP_PREFILL_TOK] = sc.prefill_ms_per_token / 1e3
     fp[L.FP_DECODE_STEP] = sc.decode_ms_per_token / 1e3
     fp[L.FP_BUCKET] = bucket

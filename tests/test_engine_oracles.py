@@ -133,3 +133,18 @@ def test_token_throughput_counts_tokens_generated_in_the_window():
     # emits their first tokens, then 199 decode steps of 10 ms emit the rest; 1,600 tokens per round
     per_round_s = 8 * 100 * 0.01e-3 + 199 * 0.010
     assert rc.summary["throughput_tok_s"] == pytest.approx(8 * 200 / per_round_s, rel=0.01)
+
+
+def test_lora_step_costs_per_adapter_slot_and_token_slot():
+    """Fixed service, one request: each step adds lora_ms_per_adapter x distinct adapters
+    + lora_ms_per_slot x max_loras + lora_us_per_token_slot x tokens x max_loras."""
+    sc = Scenario(**{**SERIAL, "output_tokens": 11, "decode_ms_per_token": 10.0, "lora_ms_per_adapter": 0.3,
+                     "strategy": "vllm"}, lora_ms_per_slot=0.5, lora_us_per_token_slot=2.0, max_loras=4,
+                  arrival_rate_rps=0.2, duration_s=5.0, warmup_s=0.0, seed=3)
+    r = simulate(sc)
+    req = r.requests.iloc[0]
+    slots, extra = 4, 0.3 + 0.5 * 4
+    prefill_ms = 100 * 0.01 + extra + 2e-3 * 100 * slots
+    decode_ms = 10.0 + extra + 2e-3 * 1 * slots
+    assert req.ttft_ms == pytest.approx(req.load_wait_ms + prefill_ms, rel=1e-9)
+    assert req.tpot_ms == pytest.approx(decode_ms, rel=1e-9)
