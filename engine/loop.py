@@ -21,7 +21,7 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
 (IP_N, IP_A, IP_MAX_BATCH, IP_MAX_TOKENS, IP_SLOTS, IP_HOST_CAP, IP_KV_BLOCKS,
  IP_ORDER, IP_EVICT, IP_STRICT, IP_WINDOW, IP_THRESHOLD, IP_ASYNC, IP_UNIFIED, IP_PREFETCH,
  IP_CLUSTER, IP_CLOSED, IP_CONC, IP_FIXED, IP_SCAN, IP_NBUCKETS, IP_MAX_EVENTS, IP_PAD_SLOTS,
- IP_CONTIG, IP_ARENA, IP_MEAN_BLOCKS, IP_FASTSKIP, IP_LEN) = range(28)
+ IP_CONTIG, IP_ARENA, IP_MEAN_BLOCKS, IP_FASTSKIP, IP_ONDEMAND, IP_BLOCK_TOK, IP_LEN) = range(30)
 # ---- float parameters (fp)
 (FP_DURATION, FP_HORIZON, FP_WINDOW, FP_MAX_WAIT, FP_PCIE_BPS, FP_DISK_BPS, FP_LOAD_LAT,
  FP_DISK_LAT, FP_ADAPTER_CAP, FP_POOL, FP_BLOCK_BYTES, FP_WEIGHT_BYTES, FP_PARAMS, FP_FLOPS,
@@ -29,7 +29,7 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
  FP_DECODE_STEP, FP_BUCKET, FP_WARMUP, FP_LORA_TOKSLOT, FP_LEN) = range(26)
 # ---- per-request ints / floats
 (RI_ADAPTER, RI_PROMPT, RI_OUTPUT, RI_STATUS, RI_GEN, RI_LOADED, RI_TIER, RI_BLOCKS, RI_NEXT, RI_KVSTART,
- RI_REJECTED, RI_LEN) = range(12)
+ RI_REJECTED, RI_PF, RI_WQPOS, RI_ADMSEQ, RI_PREEMPTED, RI_LEN) = range(16)
 RF_ARR, RF_ADMIT, RF_FIRST, RF_FINISH, RF_LOADWAIT, RF_LEN = range(6)
 # ---- per-adapter ints / floats
 (AI_BYTES, AI_STATE, AI_PINNED, AI_REF, AI_WAIT, AI_HOST, AI_HOSTLAST, AI_LAST, AI_RESPOS,
@@ -38,7 +38,7 @@ AF_READY, AF_LOADSTART, AF_GOLDEST, AF_LEN = range(4)
 # ---- scalar state
 (SI_NRUN, SI_NWAIT, SI_KV_BLOCKS, SI_NRES, SI_NLOADING, SI_TICK, SI_HOSTCOUNT, SI_NDISTINCT,
  SI_LOADS, SI_DISK_LOADS, SI_EVICTS, SI_NEV, SI_STEPS, SI_FLAGS, SI_NISSUED, SI_REJECTS, SI_HEAPN,
- SI_WQTAIL, SI_NFREE, SI_COMPACTS, SI_LEN) = range(21)
+ SI_WQTAIL, SI_NFREE, SI_COMPACTS, SI_PREEMPTS, SI_LEN) = range(22)
 (SF_PCIE_FREE, SF_DISK_FREE, SF_ADAPTER_BYTES, SF_BUSY, SF_END_T, SF_PEAK_ADAPTER, SF_PEAK_KV,
  SF_PEAK_TOTAL, SF_STALL, SF_FRAG_INT, SF_COMPACT_BYTES, SF_TOKENS_WIN, SF_LORA_BYTES, SF_LEN) = range(14)
 # ---- request status
@@ -387,9 +387,14 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
     ADM_WAIT: its adapter is loading; ADM_NOSLOT: no room for its adapter now.
     """
     a = R_i[RI_ADAPTER, r]
-    if tokens_used + R_i[RI_PROMPT, r] > ip[IP_MAX_TOKENS]:
+    pf = R_i[RI_PROMPT, r] + R_i[RI_GEN, r]  # a preempted request recomputes its generated tokens too
+    if tokens_used + pf > ip[IP_MAX_TOKENS] and tokens_used > 0:
+        # (alone, a recomputed prompt + output may exceed the budget: it runs in a step of its own)
         return ADM_STOP
     blocks = R_i[RI_BLOCKS, r]
+    if ip[IP_ONDEMAND]:
+        # on demand (vLLM): blocks for the tokens so far and the one this step emits
+        blocks = (pf + ip[IP_BLOCK_TOK]) // ip[IP_BLOCK_TOK]
     # KV
     if ip[IP_UNIFIED]:
         need = (S_i[SI_KV_BLOCKS] + blocks) * fp[FP_BLOCK_BYTES]
@@ -423,7 +428,10 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
             return ADM_WAIT
     # admit
     R_i[RI_STATUS, r] = ST_RUNNING
-    R_f[RF_ADMIT, r] = t
+    if R_i[RI_PREEMPTED, r] == 0:
+        R_f[RF_ADMIT, r] = t
+    R_i[RI_PF, r] = pf
+    R_i[RI_BLOCKS, r] = blocks
     if ip[IP_ASYNC]:
         ready = A_f[AF_READY, a]
         if ready > R_f[RF_ARR, r]:
@@ -443,6 +451,7 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
     S_i[SI_NWAIT] -= 1
     S_i[SI_TICK] += 1
     A_i[AI_LAST, a] = S_i[SI_TICK]
+    R_i[RI_ADMSEQ, r] = S_i[SI_TICK]  # admission order (on-demand KV preempts the latest)
     n = S_i[SI_NRUN]
     running[n] = r
     S_i[SI_NRUN] = n + 1
@@ -477,7 +486,58 @@ def _arrive(R_i, R_f, A_i, S_i, wq, r, t):
     S_i[SI_NWAIT] += 1
     k = S_i[SI_WQTAIL]
     wq[k] = r
+    R_i[RI_WQPOS, r] = k
     S_i[SI_WQTAIL] = k + 1
+
+
+@njit(cache=True, nogil=True)
+def _grow_kv(ip, R_i, A_i, S_i, S_f, running):
+    """On-demand KV (vLLM): before a step every running request needs blocks for its
+    tokens so far plus the one it emits.  If they do not fit, preempt the most recently
+    admitted request (vLLM's recompute preemption: its blocks are freed, it goes back to
+    the waiting queue and later re-prefills prompt + generated tokens) until they do.
+    Returns the lowest queue position of a preempted request (or a large number)."""
+    bt = ip[IP_BLOCK_TOK]
+    need_total = 0
+    for k in range(S_i[SI_NRUN]):
+        rr = running[k]
+        extra = (R_i[RI_PROMPT, rr] + R_i[RI_GEN, rr] + bt) // bt - R_i[RI_BLOCKS, rr]
+        if extra > 0:
+            need_total += extra
+    first_pos = 1 << 62
+    while S_i[SI_KV_BLOCKS] + need_total > ip[IP_KV_BLOCKS] and S_i[SI_NRUN] > 0:
+        j = 0
+        for k in range(1, S_i[SI_NRUN]):
+            if R_i[RI_ADMSEQ, running[k]] > R_i[RI_ADMSEQ, running[j]]:
+                j = k
+        v = running[j]
+        extra = (R_i[RI_PROMPT, v] + R_i[RI_GEN, v] + bt) // bt - R_i[RI_BLOCKS, v]
+        if extra > 0:
+            need_total -= extra
+        S_i[SI_KV_BLOCKS] -= R_i[RI_BLOCKS, v]
+        R_i[RI_BLOCKS, v] = 0
+        R_i[RI_STATUS, v] = ST_WAITING
+        R_i[RI_PREEMPTED, v] += 1
+        a = R_i[RI_ADAPTER, v]
+        A_i[AI_REF, a] -= 1
+        if A_i[AI_REF, a] == 0:
+            S_i[SI_NDISTINCT] -= 1
+            S_f[SF_LORA_BYTES] -= A_i[AI_BYTES, a]
+        A_i[AI_WAIT, a] += 1
+        S_i[SI_NWAIT] += 1
+        last = S_i[SI_NRUN] - 1
+        running[j] = running[last]
+        S_i[SI_NRUN] = last
+        S_i[SI_PREEMPTS] += 1
+        if R_i[RI_WQPOS, v] < first_pos:
+            first_pos = R_i[RI_WQPOS, v]
+    for k in range(S_i[SI_NRUN]):
+        rr = running[k]
+        need = (R_i[RI_PROMPT, rr] + R_i[RI_GEN, rr] + bt) // bt
+        if need > R_i[RI_BLOCKS, rr]:
+            S_i[SI_KV_BLOCKS] += need - R_i[RI_BLOCKS, rr]
+            R_i[RI_BLOCKS, rr] = need
+    return first_pos
 
 
 @njit(cache=True, nogil=True)
@@ -521,6 +581,10 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             S_i[SI_FLAGS] |= FLAG_HORIZON
             break
         # ---- schedule
+        if ip[IP_ONDEMAND] and S_i[SI_NRUN] > 0:
+            p0 = _grow_kv(ip, R_i, A_i, S_i, S_f, running)
+            if p0 < wq_head:
+                wq_head = p0  # preempted requests rejoin the queue at their arrival position
         while wq_head < S_i[SI_WQTAIL] and R_i[RI_STATUS, wq[wq_head]] != ST_WAITING:
             wq_head += 1
         cutoff = t
@@ -548,7 +612,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 if code == ADM_OK:
                     new_list[n_new] = r
                     n_new += 1
-                    tokens += R_i[RI_PROMPT, r]
+                    tokens += R_i[RI_PF, r]
                 elif code == ADM_STOP:
                     break
         if not grouped:
@@ -587,7 +651,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 if code == ADM_OK:
                     new_list[n_new] = r
                     n_new += 1
-                    tokens += R_i[RI_PROMPT, r]
+                    tokens += R_i[RI_PF, r]
                 elif code == ADM_STOP:
                     if ip[IP_PREFETCH]:
                         prefetch_only = True
@@ -652,7 +716,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                     if code == ADM_OK:
                         new_list[n_new] = r
                         n_new += 1
-                        tokens += R_i[RI_PROMPT, r]
+                        tokens += R_i[RI_PF, r]
                     elif code == ADM_STOP:
                         stop = True
                         break
@@ -732,8 +796,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             rr = running[k]
             ab = float(A_i[AI_BYTES, R_i[RI_ADAPTER, rr]])
             g = R_i[RI_GEN, rr]
-            if g == 0:
-                p = float(R_i[RI_PROMPT, rr])
+            if R_i[RI_PF, rr] > 0:
+                p = float(R_i[RI_PF, rr])
                 p_tokens += p
                 attn_prefill += p * p
                 lora_flops += p * ab
@@ -784,6 +848,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             rr = running[k]
             g = R_i[RI_GEN, rr] + 1
             R_i[RI_GEN, rr] = g
+            R_i[RI_PF, rr] = 0
             if g == 1:
                 R_f[RF_FIRST, rr] = t_end
             if g >= R_i[RI_OUTPUT, rr]:

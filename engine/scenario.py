@@ -22,6 +22,7 @@ ENUMS: dict[str, tuple[str, ...]] = {
     "length_dist": ("fixed", "uniform", "lognormal"),
     "memory_mode": ("static", "unified"),
     "kv_allocator": ("paged", "contiguous"),
+    "kv_reservation": ("full", "on_demand"),
     "target_modules": tuple(presets.TARGET_MODULES),
 }
 
@@ -57,6 +58,7 @@ class Scenario:
     memory_mode: str = "static"
     kv_cache_gb: float = 0.0              # KV cache size (GiB); 0 = all memory left over
     kv_allocator: str = "paged"
+    kv_reservation: str = "full"          # "full": prompt + output reserved at admission; "on_demand": vLLM (grow, preempt)
     kv_block_tokens: int = 16
     # adapters
     num_adapters: int = 500
@@ -310,6 +312,13 @@ class Scenario:
                 f"at most max_batched_tokens ({self.max_batched_tokens})")
         from .policies import hot_set_pins, STRATEGIES as S
         fam = S[self.strategy]
+        if self.kv_reservation == "on_demand":
+            if self.kv_allocator != "paged":
+                raise ValueError(f"kv_reservation: invalid value 'on_demand' with kv_allocator "
+                                 f"{self.kv_allocator!r}; allowed: 'full' (on-demand growth needs kv_allocator 'paged')")
+            if (fam.memory_mode or self.memory_mode) != "static":
+                raise ValueError(f"kv_reservation: invalid value 'on_demand' with strategy {self.strategy!r} "
+                                 f"(unified memory); allowed: 'full' (on-demand growth needs static memory)")
         if fam.pins_hot_set and self.hot_set_k >= 0:
             fit = hot_set_pins(self, auto=True)
             if self.hot_set_k > len(fit):
