@@ -195,6 +195,12 @@ CONTROLS: list[Control] = [
     Control("max_loras", "Max adapters on GPU (max_loras)", "GPU adapter slots, in adapters; 0 = limited by the "
             "VRAM budget only (vLLM's max_loras).", "Adapters", "slider", int, bounds=_const(0, 256, 1),
             default=_base("max_loras")),
+    Control("kv_reservation", "KV cache allocation", "How requests take KV-cache memory. **full**: prompt + "
+            "output reserved at admission (static allocation; no preemption). **on_demand**: blocks added as "
+            "tokens are generated; when memory is full the most recently admitted request is preempted and "
+            "recomputed later, as vLLM's paged KV cache (and S-LoRA's unified pool) do. on_demand needs the "
+            "paged allocator (the kv-* presets use contiguous).", "Strategies", "select", str,
+            options=lambda ctx: list(ENUMS["kv_reservation"]), default=_base("kv_reservation")),
     Control("hot_set_k", "Hot-set size (adapters)", "Adapters the hot_set strategy pins in GPU memory before "
             "serving (most popular first); -1 = as many as fit while keeping one swap slot. The maximum is the "
             "adapters that fit in the budget minus one.", "Strategies", "slider", int, bounds=_hot_bounds,

@@ -491,11 +491,12 @@ def _arrive(R_i, R_f, A_i, S_i, wq, r, t):
 
 
 @njit(cache=True, nogil=True)
-def _grow_kv(ip, R_i, A_i, S_i, S_f, running):
+def _grow_kv(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, running):
     """On-demand KV (vLLM): before a step every running request needs blocks for its
     tokens so far plus the one it emits.  If they do not fit, preempt the most recently
     admitted request (vLLM's recompute preemption: its blocks are freed, it goes back to
     the waiting queue and later re-prefills prompt + generated tokens) until they do.
+    In unified memory, adapters nobody uses are evicted first (as for admission).
     Returns the lowest queue position of a preempted request (or a large number)."""
     bt = ip[IP_BLOCK_TOK]
     need_total = 0
@@ -505,7 +506,18 @@ def _grow_kv(ip, R_i, A_i, S_i, S_f, running):
         if extra > 0:
             need_total += extra
     first_pos = 1 << 62
-    while S_i[SI_KV_BLOCKS] + need_total > ip[IP_KV_BLOCKS] and S_i[SI_NRUN] > 0:
+    while S_i[SI_NRUN] > 0:
+        if ip[IP_UNIFIED]:
+            if (S_i[SI_KV_BLOCKS] + need_total) * fp[FP_BLOCK_BYTES] + S_f[SF_ADAPTER_BYTES] <= fp[FP_POOL]:
+                break
+            v = pick_victim(EVICT_LRU_IDLE_FIRST, False, res_list, S_i[SI_NRES], A_i[AI_STATE], A_i[AI_PINNED],
+                            A_i[AI_REF], A_i[AI_WAIT], A_i[AI_LAST], A_i[AI_CUR], A_i[AI_PTR],
+                            A_i[AI_END], a_list, R_i[RI_STATUS], -1)
+            if v >= 0:
+                _evict(ip, fp, A_i, S_i, S_f, res_list, fl, ev_t, ev_i, t, v)
+                continue
+        elif S_i[SI_KV_BLOCKS] + need_total <= ip[IP_KV_BLOCKS]:
+            break
         j = 0
         for k in range(1, S_i[SI_NRUN]):
             if R_i[RI_ADMSEQ, running[k]] > R_i[RI_ADMSEQ, running[j]]:
@@ -582,7 +594,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             break
         # ---- schedule
         if ip[IP_ONDEMAND] and S_i[SI_NRUN] > 0:
-            p0 = _grow_kv(ip, R_i, A_i, S_i, S_f, running)
+            p0 = _grow_kv(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, running)
             if p0 < wq_head:
                 wq_head = p0  # preempted requests rejoin the queue at their arrival position
         while wq_head < S_i[SI_WQTAIL] and R_i[RI_STATUS, wq[wq_head]] != ST_WAITING:

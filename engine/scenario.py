@@ -316,9 +316,6 @@ class Scenario:
             if self.kv_allocator != "paged":
                 raise ValueError(f"kv_reservation: invalid value 'on_demand' with kv_allocator "
                                  f"{self.kv_allocator!r}; allowed: 'full' (on-demand growth needs kv_allocator 'paged')")
-            if (fam.memory_mode or self.memory_mode) != "static":
-                raise ValueError(f"kv_reservation: invalid value 'on_demand' with strategy {self.strategy!r} "
-                                 f"(unified memory); allowed: 'full' (on-demand growth needs static memory)")
         if fam.pins_hot_set and self.hot_set_k >= 0:
             fit = hot_set_pins(self, auto=True)
             if self.hot_set_k > len(fit):
