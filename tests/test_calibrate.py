@@ -198,3 +198,37 @@ def test_a_file_with_only_output_throughput_can_be_fitted():
     # one parameter cannot fit both points exactly, but it must move off its start toward them
     assert res.values["step_overhead_ms"] > base.step_overhead_ms
     assert set(res.table.metric) == {"output_throughput"}
+
+
+def _report_rows(name: str) -> pd.DataFrame:
+    return pd.read_csv(ROOT / "docs" / "validation" / name)
+
+
+@needs_ref
+@pytest.mark.parametrize("preset,gpu,n", [("slora-a10g-s1", "a10g", 2), ("slora-a100-80-s1", "a100-80gb", 4)])
+def test_slora_presets_carry_the_reported_fit(preset, gpu, n):
+    """The calibrated preset's parameters reproduce docs/validation's simulated numbers
+    (so preset, report and engine agree; regenerate the report after engine changes)."""
+    rows = _report_rows("slora_s1_errors.csv")
+    vals = {p: Scenario.from_preset(preset).to_dict()[p] for p in C.SLORA_PARAMS}
+    cases = [c for c in C.slora_cases() if c.info["gpu"] == gpu and c.info["suite"] in C.SLORA_TRAIN_SUITES][:n]
+    assert len(cases) == n
+    for c in cases:
+        m = C.simulate_case(c, vals)
+        for metric in ("request_throughput", "mean_ttft_ms"):
+            rep = rows[(rows.case == c.name) & (rows.metric == metric)].simulated.iloc[0]
+            assert m[metric] == pytest.approx(rep, rel=2e-3), (c.name, metric)
+
+
+@needs_ref
+def test_vllm_preset_carries_the_reported_fit():
+    rows = _report_rows("vllm_errors.csv")
+    vals = {p: Scenario.from_preset("vllm-llama31-8b").to_dict()[p] for p in C.VLLM_PARAMS}
+    cases = [c for c in C.vllm_cases() if c.info["offered_rps"] <= 4.0 and C._vllm_train(c)]
+    assert len(cases) >= 5
+    for c in cases:
+        m = C.simulate_case(c, vals)
+        for metric in ("request_throughput", "mean_ttft_ms", "mean_tpot_ms"):
+            rep = rows[(rows.case == c.name) & (rows.metric == metric)].simulated.iloc[0]
+            assert m[metric] == pytest.approx(rep, rel=2e-3), (c.name, metric)
+    assert Scenario.from_preset("vllm-llama31-8b").kv_reservation == "on_demand"
