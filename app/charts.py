@@ -34,11 +34,12 @@ _PALETTE = ["#6B7280", "#D97706", "#6D28D9", "#2563EB", "#059669", "#DC2626",
 
 #: Components of the TTFT breakdown: summary key -> label (stacking order).
 BREAKDOWN = {
+    "frontend_mean_ms": "API server",
     "queue_mean_ms": "Queueing",
     "load_wait_mean_ms": "Adapter load wait",
     "prefill_mean_ms": "Prefill",
 }
-_BREAKDOWN_COLORS = ["#A5B4FC", "#F59E0B", "#6D28D9"]
+_BREAKDOWN_COLORS = ["#94A3B8", "#A5B4FC", "#F59E0B", "#6D28D9"]
 
 #: Time-series metrics shown on the What-if page: column -> (title, axis format).
 TS_METRICS = {

@@ -222,6 +222,37 @@ def bench_million(runs: int, quiet: bool) -> dict:
     return out
 
 
+# ------------------------------------------------------------------------------- 2b. skip-scan early stop
+def bench_skip_scan(runs: int, quiet: bool) -> dict:
+    """An hour of an overloaded many-adapter vLLM run: the loop with the skip scan's early stop
+    (IP_FASTSKIP = 1, the default) against scanning the whole waiting queue (0).  No target."""
+    from engine import Scenario, loop as L, sim
+    from engine.workload import generate
+    sc = Scenario.from_preset("vllm-llama31-8b", num_adapters=384, max_loras=8, max_cpu_loras=384,
+                              arrival_rate_rps=22.4, duration_s=3600.0, warmup_s=0.0, drain_s=0.0)
+    wl = generate(sc)
+    out = {"preset": "vllm-llama31-8b", "num_adapters": 384, "max_loras": 8, "arrival_rate_rps": 22.4,
+           "duration_s": 3600.0, "requests": len(wl.arrival_s), "runs": runs}
+    _say(quiet, "")
+    _say(quiet, f"[2b] vLLM skip scan: vllm-llama31-8b, 384 adapters, max_loras 8, 22.4 req/s for 3600 s "
+         f"({len(wl.arrival_s):,} requests, overloaded); jitted loop, median of {runs} runs; no target")
+    for fast in (1, 0):
+        walls = []
+        for k in range(runs + 1):
+            arr = sim._build(sc, wl)
+            arr["ip"][L.IP_FASTSKIP] = fast
+            t0 = time.perf_counter()
+            L.run_loop(*[arr[key] for key in sim.LOOP_ARGS])
+            if k:
+                walls.append(time.perf_counter() - t0)
+        out["early_stop_s" if fast else "full_scan_s"] = statistics.median(walls)
+        _say(quiet, f"    {'early stop' if fast else 'full scan':<10} {statistics.median(walls):8.3f} s "
+             f"(waiting at the end: {int(arr['S_i'][L.SI_NWAIT]):,})")
+    out["ratio"] = out["full_scan_s"] / out["early_stop_s"]
+    _say(quiet, f"    full scan / early stop: {out['ratio']:.1f}x")
+    return out
+
+
 # ------------------------------------------------------------------------------- 3. JIT speedup
 def _scaled_scenario(strategy: str, duration_s: float):
     from engine import Scenario
@@ -330,6 +361,7 @@ def main(argv=None) -> int:
     result = {"machine": m}
     for key, fn in (("default", lambda: bench_default(runs, quiet)),
                     ("million", lambda: bench_million(max(1, a.million_runs), quiet)),
+                    ("skip_scan", lambda: bench_skip_scan(3, quiet)),
                     ("jit", lambda: bench_jit(runs, max(1, a.nojit_runs), quiet))):
         try:
             result[key] = fn()

@@ -54,6 +54,7 @@ def summarize(sc, req, counters: dict) -> dict:
         "ttft_p50_ms": _pct(ttft, 50),
         "ttft_p90_ms": _pct(ttft, 90),
         "ttft_p99_ms": _pct(ttft, 99),
+        "frontend_mean_ms": mean(col("frontend_ms")[done]),
         "queue_mean_ms": mean(col("queue_ms")[done]),
         "load_wait_mean_ms": mean(lw),
         "prefill_mean_ms": mean(col("prefill_ms")[done]),

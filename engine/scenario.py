@@ -89,6 +89,7 @@ class Scenario:
     compute_eff: float = 0.6              # achieved share of dense FP16 peak
     bw_eff: float = 0.8                   # achieved share of HBM bandwidth
     step_overhead_ms: float = 0.5         # scheduler + launch cost per iteration
+    frontend_ms: float = 0.0              # per request, outside the engine (HTTP, tokenize, IPC): added to TTFT
     lora_ms_per_adapter: float = 0.0      # per distinct adapter in the batch (kernel overhead; fitted by calibration)
     lora_ms_per_slot: float = 0.0         # per reserved adapter slot (vLLM pads to max_loras)
     lora_us_per_token_slot: float = 0.0   # per batch token per reserved slot (LoRA kernels launched over max_loras)
@@ -238,7 +239,7 @@ class Scenario:
             bad("arrival_rate_rps", "a finite number > 0")
         nonneg = ["vram_budget_gb", "reserve_gb", "load_latency_ms", "disk_latency_ms", "warmup_s",
                   "drain_s", "zipf_s", "step_overhead_ms", "lora_ms_per_adapter", "lora_ms_per_slot",
-                  "lora_us_per_token_slot", "length_spread", "decode_ms_per_token", "kv_cache_gb"]
+                  "lora_us_per_token_slot", "frontend_ms", "length_spread", "decode_ms_per_token", "kv_cache_gb"]
         for name in nonneg:
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):

@@ -283,10 +283,11 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
     admit = R_f[L.RF_ADMIT][issued]
     out = R_i[L.RI_OUTPUT][issued]
     lw = R_f[L.RF_LOADWAIT][issued] * 1e3
-    ttft = (first - arrival) * 1e3
+    fe = sc.frontend_ms
+    ttft = (first - arrival) * 1e3 + fe  # the API server's own latency comes on top of the engine's
     sync = effective(sc)["load_mode"] == "sync"
     prefill = (first - admit) * 1e3 - (lw if sync else 0.0)
-    queue = ttft - lw - prefill
+    queue = ttft - fe - lw - prefill
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(out > 1, (finish - first) * 1e3 / (out - 1), np.nan)
     cols = {
@@ -295,11 +296,12 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
         "prompt_tokens": R_i[L.RI_PROMPT][issued],
         "output_tokens": out,
         "queue_ms": queue,
+        "frontend_ms": np.where(np.isnan(first), np.nan, fe),
         "load_wait_ms": np.where(np.isnan(first), np.nan, lw),
         "prefill_ms": prefill,
         "ttft_ms": ttft,
         "tpot_ms": tpot,
-        "e2e_ms": (finish - arrival) * 1e3,
+        "e2e_ms": (finish - arrival) * 1e3 + fe,
         "preemptions": R_i[L.RI_PREEMPTED][issued],
         "finish_s": finish,
         "loaded": R_i[L.RI_LOADED][issued].astype(bool),

@@ -232,3 +232,13 @@ def test_vllm_preset_carries_the_reported_fit():
             rep = rows[(rows.case == c.name) & (rows.metric == metric)].simulated.iloc[0]
             assert m[metric] == pytest.approx(rep, rel=2e-3), (c.name, metric)
     assert Scenario.from_preset("vllm-llama31-8b").kv_reservation == "on_demand"
+
+
+def test_calibrated_presets_hold_the_fitted_values_of_the_report():
+    """engine/presets.py copies docs/validation/fitted_params.json (written by validate)."""
+    fitted = json.loads((ROOT / "docs" / "validation" / "fitted_params.json").read_text())
+    for preset, vals in (("slora-a10g-s1", fitted["slora_s1"]["a10g"]),
+                         ("slora-a100-80-s1", fitted["slora_s1"]["a100-80gb"]),
+                         ("vllm-llama31-8b", fitted["vllm"])):
+        d = Scenario.from_preset(preset).to_dict()
+        assert {k: d[k] for k in vals} == pytest.approx(vals, rel=1e-12), preset

@@ -114,11 +114,13 @@ def test_unvalidated_gives_the_same_spec():
 
 # ---------------------------------------------------------------- breakdown
 def test_breakdown_frame_and_chart():
-    summ = {"naive": {"queue_mean_ms": 5.0, "load_wait_mean_ms": 2.0, "prefill_mean_ms": 20.0},
-            "batch": {"queue_mean_ms": 15.0, "load_wait_mean_ms": 0.5, "prefill_mean_ms": 20.0}}
+    summ = {"naive": {"frontend_mean_ms": 0.0, "queue_mean_ms": 5.0, "load_wait_mean_ms": 2.0,
+                      "prefill_mean_ms": 20.0},
+            "batch": {"frontend_mean_ms": 1.0, "queue_mean_ms": 15.0, "load_wait_mean_ms": 0.5,
+                      "prefill_mean_ms": 20.0}}
     df = charts.breakdown_frame(summ)
-    assert len(df) == 6 and set(df["component"]) == set(charts.BREAKDOWN.values())
-    assert df.groupby("strategy")["ms"].sum().to_dict() == {"naive": 27.0, "batch": 35.5}
+    assert len(df) == 8 and set(df["component"]) == set(charts.BREAKDOWN.values())
+    assert df.groupby("strategy")["ms"].sum().to_dict() == {"naive": 27.0, "batch": 36.5}
     chart = charts.ttft_breakdown_chart(df)
     spec = chart.to_dict()
     assert spec["mark"]["type"] == "bar"

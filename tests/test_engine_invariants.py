@@ -39,6 +39,7 @@ def scenarios(draw, strategies=tuple(STRATEGIES)):
         prompt_tokens=draw(st.integers(1, 300)),
         output_tokens=draw(st.integers(1, 40)),
         length_dist=draw(st.sampled_from(["fixed", "uniform", "lognormal"])),
+        frontend_ms=draw(st.sampled_from([0.0, 0.0, 7.5])),
         load_mode=draw(st.sampled_from(["sync", "async"])),
         memory_mode=draw(st.sampled_from(["static", "unified"])),
         kv_allocator=draw(st.sampled_from(["paged", "contiguous"])),
@@ -69,7 +70,9 @@ def _check_invariants(r):
     assert (done.ttft_ms >= -1e-9).all()
     assert (done.load_wait_ms >= -1e-9).all() and (done.queue_ms >= -1e-6).all()
     assert (done.prefill_ms >= -1e-6).all()
-    np.testing.assert_allclose(done.queue_ms + done.load_wait_ms + done.prefill_ms, done.ttft_ms, atol=1e-6)
+    np.testing.assert_allclose(done.frontend_ms + done.queue_ms + done.load_wait_ms + done.prefill_ms, done.ttft_ms,
+                               atol=1e-6)
+    assert (done.frontend_ms == sc.frontend_ms).all()
     sizes = np.asarray(sc.adapter_sizes())
     min_load_ms = np.array([load_seconds(b, sc.pcie_gbps, sc.load_latency_ms) * 1e3 for b in sizes])
     own = done[done.loaded]

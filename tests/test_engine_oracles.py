@@ -148,3 +148,15 @@ def test_lora_step_costs_per_adapter_slot_and_token_slot():
     decode_ms = 10.0 + extra + 2e-3 * 1 * slots
     assert req.ttft_ms == pytest.approx(req.load_wait_ms + prefill_ms, rel=1e-9)
     assert req.tpot_ms == pytest.approx(decode_ms, rel=1e-9)
+
+
+def test_frontend_latency_adds_to_ttft_and_e2e_only():
+    """frontend_ms is outside the engine: the schedule is unchanged, every request's TTFT and
+    end-to-end latency grow by exactly frontend_ms, TPOT and throughput do not move."""
+    sc = Scenario.from_preset("default", duration_s=30.0, warmup_s=0.0, seed=4)
+    a, b = simulate(sc), simulate(sc.replace(frontend_ms=7.5))
+    np.testing.assert_allclose(b.requests.ttft_ms - a.requests.ttft_ms, 7.5, atol=1e-9)
+    np.testing.assert_allclose(b.requests.e2e_ms - a.requests.e2e_ms, 7.5, atol=1e-9)
+    np.testing.assert_array_equal(b.requests.tpot_ms, a.requests.tpot_ms)
+    assert b.summary["throughput_tok_s"] == a.summary["throughput_tok_s"]
+    assert b.summary["frontend_mean_ms"] == 7.5 and a.summary["frontend_mean_ms"] == 0.0
