@@ -549,21 +549,25 @@ SCENARIOS["slora-a100-80-s1"] = dict(
 # 64 GB (UNVERIFIED).  Example point: 128 adapters of rank 8/16, 32 GPU slots (max_lora_rank 16),
 # 7.5 req/s, ShareGPT-like lognormal lengths (means 222 / 194).  vram_budget_gb = 32 vLLM LoRA
 # slots at rank 16 (all linear modules + embedding/lm_head buffers); reserve_gb 5 GiB ASSUMED
-# (see calibrate.vllm_feasibility).  Activation 6.0 ms + bytes / 50 GB/s (~7.7 ms, from
-# vllm_lora_load_times.csv).  compute_eff, bw_eff, step_overhead_ms, lora_ms_per_adapter,
-# lora_ms_per_slot fitted on 30 runs (max_lora_rank 16, <= 128 adapters) with 60 s simulated windows:
-# throughput MAPE 25.9 % train / 44.4 % on 101 held-out runs; mean TTFT MAPE 234 % / 190 % (49 % /
-# 57 % on runs that kept up); mean TPOT MAPE 39 % / 53 %.  Targets (10 % / 25 %) NOT met: use for
-# trends only.
+# (see calibrate.vllm_feasibility); KV on demand with recompute preemption, as vLLM.  Activation
+# 6.0 ms + bytes / 50 GB/s (~7.7 ms, from vllm_lora_load_times.csv).  compute_eff, bw_eff,
+# step_overhead_ms, lora_ms_per_adapter, lora_ms_per_slot, lora_us_per_token_slot, frontend_ms
+# fitted on 30 runs (max_lora_rank 16, <= 128 adapters), each simulated for its full 3600 s
+# window (docs/validation.md, docs/validation/fitted_params.json): throughput MAPE 2.9 % train /
+# 5.4 % on the 101 held-out runs; mean TPOT 15 % / 20 %; mean TTFT 31 % / 49 % (13 % / 21 % on
+# runs that kept up, 60 % / 63 % on overloaded runs).  The queues of few-slot, many-adapter runs
+# take minutes to build: simulate long enough (duration_s 900 s here).
 SCENARIOS["vllm-llama31-8b"] = dict(
     gpu="h100-64gb", model="llama-3.1-8b", strategy="vllm", gpu_mem_util=0.9, reserve_gb=5.0,
     vram_budget_gb=2.8789, max_loras=32, max_cpu_loras=128, host_warm=True, num_adapters=128,
     adapter_rank=16, adapter_ranks=(8, 16), target_modules="all", popularity="power", power_alpha=1.0,
     arrival_process="poisson", arrival_rate_rps=7.5, prompt_tokens=222, output_tokens=194,
     length_dist="lognormal", length_spread=1.0, max_batch_size=2048, max_batched_tokens=2048,
-    duration_s=120.0, warmup_s=20.0, slo_ttft_ms=1000.0, load_latency_ms=6.0, pcie_gbps=50.0,
-    compute_eff=0.5967, bw_eff=0.7727, step_overhead_ms=5.132, lora_ms_per_adapter=0.05053,
-    lora_ms_per_slot=0.04312,
+    kv_reservation="on_demand", duration_s=900.0, warmup_s=60.0, slo_ttft_ms=1000.0,
+    load_latency_ms=6.0, pcie_gbps=50.0,
+    compute_eff=0.33881194885651017, bw_eff=0.9432264310156466, step_overhead_ms=3.837790946825131,
+    lora_ms_per_adapter=0.4115011780982045, lora_ms_per_slot=0.0541643492072621,
+    lora_us_per_token_slot=0.33597673400430267, frontend_ms=11.250592145163587,
 )
 
 # The vLLM multi-LoRA benchmark's design (seed3-llama31-8b-80gb) fitted to its three published
