@@ -432,7 +432,7 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
         R_f[RF_ADMIT, r] = t
     R_i[RI_PF, r] = pf
     R_i[RI_BLOCKS, r] = blocks
-    if ip[IP_ASYNC]:
+    if ip[IP_ASYNC] and R_i[RI_PREEMPTED, r] == 0:  # (a readmitted request's TTFT parts are settled)
         ready = A_f[AF_READY, a]
         if ready > R_f[RF_ARR, r]:
             s = A_f[AF_LOADSTART, a]
@@ -797,7 +797,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 start = ready
             # the load stall is adapter-load wait for every request starting in this step
             for k in range(n_new):
-                R_f[RF_LOADWAIT, new_list[k]] = ready - t
+                if R_i[RI_PREEMPTED, new_list[k]] == 0:
+                    R_f[RF_LOADWAIT, new_list[k]] = ready - t
         # step cost inputs
         p_tokens = 0.0
         attn_prefill = 0.0
