@@ -181,11 +181,17 @@ def ttft_cdf_chart(df: pd.DataFrame, log_x: bool = True, title: str = "TTFT dist
 
 
 # ------------------------------------------------------------- TTFT breakdown
+#: Components shown only when some strategy has a non-zero value (the API-server latency is 0 unless calibrated).
+_OPTIONAL_BREAKDOWN = ("frontend_mean_ms",)
+
+
 def breakdown_frame(summaries: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
     """Mean TTFT split per strategy: columns strategy, component, ms, order."""
     rows = []
+    keep = [k for k in BREAKDOWN if k not in _OPTIONAL_BREAKDOWN
+            or any((summ.get(k) or 0.0) > 0 for summ in summaries.values())]
     for s, summ in summaries.items():
-        for i, (key, label) in enumerate(BREAKDOWN.items()):
+        for i, (key, label) in enumerate((k, BREAKDOWN[k]) for k in keep):
             v = summ.get(key, np.nan)
             rows.append({"strategy": s, "component": label, "ms": float(v) if v is not None else np.nan,
                          "order": i})
@@ -196,7 +202,9 @@ def ttft_breakdown_chart(df: pd.DataFrame, title: str = "Where the mean TTFT goe
                          height: int | None = None) -> alt.Chart:
     df = _cap(df)
     strategies = _sorted_strategies(df["strategy"])
-    labels = list(BREAKDOWN.values())
+    present = set(df["component"])
+    pairs = [(lab, col) for lab, col in zip(BREAKDOWN.values(), _BREAKDOWN_COLORS) if lab in present]
+    labels, colors = [p[0] for p in pairs], [p[1] for p in pairs]
     return (
         alt.Chart(df, title=title)
         .mark_bar()
@@ -204,7 +212,7 @@ def ttft_breakdown_chart(df: pd.DataFrame, title: str = "Where the mean TTFT goe
             y=alt.Y("strategy:N", title=None, sort=strategies),
             x=alt.X("ms:Q", title="Mean time (ms)", stack="zero"),
             color=alt.Color("component:N", title="Component", sort=labels,
-                            scale=alt.Scale(domain=labels, range=_BREAKDOWN_COLORS),
+                            scale=alt.Scale(domain=labels, range=colors),
                             legend=_legend()),
             order=alt.Order("order:Q"),
             tooltip=[alt.Tooltip("strategy:N", title="Strategy"),

@@ -121,6 +121,11 @@ def test_breakdown_frame_and_chart():
     df = charts.breakdown_frame(summ)
     assert len(df) == 8 and set(df["component"]) == set(charts.BREAKDOWN.values())
     assert df.groupby("strategy")["ms"].sum().to_dict() == {"naive": 27.0, "batch": 36.5}
+    # the API-server part is left out when no strategy has one (uncalibrated presets)
+    no_fe = charts.breakdown_frame({k: {**v, "frontend_mean_ms": 0.0} for k, v in summ.items()})
+    assert len(no_fe) == 6 and "API server" not in set(no_fe["component"])
+    assert charts.ttft_breakdown_chart(no_fe).to_dict()["encoding"]["color"]["scale"]["domain"] == [
+        "Queueing", "Adapter load wait", "Prefill"]
     chart = charts.ttft_breakdown_chart(df)
     spec = chart.to_dict()
     assert spec["mark"]["type"] == "bar"
