@@ -167,6 +167,16 @@ def test_reference_adapters_build_valid_cases():
     assert c.scenario.popularity == "power" and c.scenario.arrival_process == "gamma"
     assert c.scenario.prompt_tokens == 260 and c.scenario.length_dist == "uniform"
     assert c.scenario.length_bounds(c.scenario.prompt_tokens) == (8, 512)
+    for c in sl:  # each replays S-LoRA's own stream: rate x duration requests, all inside the run
+        tr = c.trace
+        n = int(c.info["rate"] * 300 if c.info["suite"] != "a100-80-table" else c.info["rate"] * 120)
+        assert len(tr.arrival_s) == n and tr.arrival_s[-1] < c.scenario.duration_s
+        assert tr.adapter.max() < c.scenario.num_adapters and tr.prompt_tokens.min() >= 8
+        assert tr.prompt_tokens.max() < 512 and tr.output_tokens.max() < 512
+    # the same seed gives the same stream; the cv sweep's bursts stretch the last arrival past 300 s
+    a = C.slora_trace(200, 1.0, 2.0, 8.0, 300.0, (8, 512), (8, 512))
+    b = C.slora_trace(200, 1.0, 2.0, 8.0, 300.0, (8, 512), (8, 512))
+    assert np.array_equal(a.arrival_s, b.arrival_s) and a.arrival_s[-1] > 300.0
     vc = C.vllm_cases(duration_s=10.0, warmup_s=2.0, rows={6})
     assert len(vc) == 1 and vc[0].scenario.strategy == "vllm" and vc[0].trace is not None
     m = C.simulate_case(vc[0])
@@ -242,3 +252,10 @@ def test_calibrated_presets_hold_the_fitted_values_of_the_report():
                          ("vllm-llama31-8b", fitted["vllm"])):
         d = Scenario.from_preset(preset).to_dict()
         assert {k: d[k] for k in vals} == pytest.approx(vals, rel=1e-12), preset
+
+
+def test_at_bounds_flags_parameters_pinned_to_their_range():
+    lo, hi = C.FIT_BOUNDS["bw_eff"]
+    hits = C.at_bounds({"bw_eff": hi - 1e-7, "step_overhead_ms": 0.0, "compute_eff": 0.5})
+    assert len(hits) == 2 and "upper bound" in hits[0] and "lower bound" in hits[1]
+    assert C.at_bounds({"compute_eff": 0.5, "lora_ms_per_adapter": 0.3}) == []
