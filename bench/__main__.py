@@ -229,7 +229,8 @@ def bench_skip_scan(runs: int, quiet: bool) -> dict:
     from engine import Scenario, loop as L, sim
     from engine.workload import generate
     sc = Scenario.from_preset("vllm-llama31-8b", num_adapters=384, max_loras=8, max_cpu_loras=384,
-                              arrival_rate_rps=22.4, duration_s=3600.0, warmup_s=0.0, drain_s=0.0)
+                              arrival_rate_rps=22.4, duration_s=3600.0, warmup_s=0.0, drain_s=0.0,
+                              max_in_system=0)
     wl = generate(sc)
     out = {"preset": "vllm-llama31-8b", "num_adapters": 384, "max_loras": 8, "arrival_rate_rps": 22.4,
            "duration_s": 3600.0, "requests": len(wl.arrival_s), "runs": runs}

@@ -21,7 +21,7 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
 (IP_N, IP_A, IP_MAX_BATCH, IP_MAX_TOKENS, IP_SLOTS, IP_HOST_CAP, IP_KV_BLOCKS,
  IP_ORDER, IP_EVICT, IP_STRICT, IP_WINDOW, IP_THRESHOLD, IP_ASYNC, IP_UNIFIED, IP_PREFETCH,
  IP_CLUSTER, IP_CLOSED, IP_CONC, IP_FIXED, IP_SCAN, IP_NBUCKETS, IP_MAX_EVENTS, IP_PAD_SLOTS,
- IP_CONTIG, IP_ARENA, IP_MEAN_BLOCKS, IP_FASTSKIP, IP_ONDEMAND, IP_BLOCK_TOK, IP_LEN) = range(30)
+ IP_CONTIG, IP_ARENA, IP_MEAN_BLOCKS, IP_FASTSKIP, IP_ONDEMAND, IP_BLOCK_TOK, IP_MAX_INSYS, IP_LEN) = range(31)
 # ---- float parameters (fp)
 (FP_DURATION, FP_HORIZON, FP_WINDOW, FP_MAX_WAIT, FP_PCIE_BPS, FP_DISK_BPS, FP_LOAD_LAT,
  FP_DISK_LAT, FP_ADAPTER_CAP, FP_POOL, FP_BLOCK_BYTES, FP_WEIGHT_BYTES, FP_PARAMS, FP_FLOPS,
@@ -38,11 +38,11 @@ AF_READY, AF_LOADSTART, AF_GOLDEST, AF_LEN = range(4)
 # ---- scalar state
 (SI_NRUN, SI_NWAIT, SI_KV_BLOCKS, SI_NRES, SI_NLOADING, SI_TICK, SI_HOSTCOUNT, SI_NDISTINCT,
  SI_LOADS, SI_DISK_LOADS, SI_EVICTS, SI_NEV, SI_STEPS, SI_FLAGS, SI_NISSUED, SI_REJECTS, SI_HEAPN,
- SI_WQTAIL, SI_NFREE, SI_COMPACTS, SI_PREEMPTS, SI_LEN) = range(22)
+ SI_WQTAIL, SI_NFREE, SI_COMPACTS, SI_PREEMPTS, SI_DROPS, SI_LASTDONE, SI_LEN) = range(24)
 (SF_PCIE_FREE, SF_DISK_FREE, SF_ADAPTER_BYTES, SF_BUSY, SF_END_T, SF_PEAK_ADAPTER, SF_PEAK_KV,
  SF_PEAK_TOTAL, SF_STALL, SF_FRAG_INT, SF_COMPACT_BYTES, SF_TOKENS_WIN, SF_LORA_BYTES, SF_LEN) = range(14)
 # ---- request status
-ST_FUTURE, ST_WAITING, ST_RUNNING, ST_DONE = 0, 1, 2, 3
+ST_FUTURE, ST_WAITING, ST_RUNNING, ST_DONE, ST_DROPPED = 0, 1, 2, 3, 4
 # ---- adapter GPU state
 AS_ABSENT, AS_LOADING, AS_RESIDENT = 0, 1, 2
 # ---- tiers
@@ -578,6 +578,17 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
         # ---- arrivals
         if not closed:
             while next_arr < n and R_f[RF_ARR, next_arr] <= t:
+                # in the server when it arrived: waiting + running, plus those the step it arrived
+                # during finished at its end (t)
+                here = S_i[SI_NWAIT] + S_i[SI_NRUN]
+                if R_f[RF_ARR, next_arr] < t:
+                    here += S_i[SI_LASTDONE]
+                if ip[IP_MAX_INSYS] > 0 and here >= ip[IP_MAX_INSYS]:
+                    # the server holds max_in_system requests: this one is refused, never served
+                    R_i[RI_STATUS, next_arr] = ST_DROPPED
+                    S_i[SI_DROPS] += 1
+                    next_arr += 1
+                    continue
                 _arrive(R_i, R_f, A_i, S_i, wq, next_arr, t)
                 # it arrived during the last step: count it as queued from its arrival
                 accum(ts, bucket, nb, R_f[RF_ARR, next_arr], t, TS_QUEUE, 1.0)
@@ -782,6 +793,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             accum_row(ts, bucket, nb, t, t_next, row)
             _window_add(S_f, SF_FRAG_INT, t, t_next, fp[FP_WARMUP], fp[FP_DURATION], frag)
             t = t_next
+            S_i[SI_LASTDONE] = 0
             continue
         # ---- one step
         start = t + S_f[SF_STALL]  # compaction done by the GPU before the step
@@ -891,5 +903,6 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 continue
             k += 1
         t = t_end
+        S_i[SI_LASTDONE] = n_run - S_i[SI_NRUN]  # finished at t_end (preemption happens later, in scheduling)
     S_f[SF_END_T] = t
     return 0

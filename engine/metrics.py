@@ -37,14 +37,15 @@ def summarize(sc, req, counters: dict) -> dict:
     def mean(x):
         return float(x.mean()) if len(x) else math.nan
 
+    served = m & ~col("dropped").astype(bool)  # refused requests (max_in_system) had no tier and no adapter
     if tier_codes is not None:
-        t_m = np.asarray(tier_codes)[m]
-        gpu_frac = float((t_m == 0).mean()) if n_req else math.nan
-        disk_frac = float((t_m == 2).mean()) if n_req else math.nan
+        t_m = np.asarray(tier_codes)[served]
+        gpu_frac = float((t_m == 0).mean()) if len(t_m) else math.nan
+        disk_frac = float((t_m == 2).mean()) if len(t_m) else math.nan
     else:
-        t_m = np.asarray(tier)[m]
-        gpu_frac = float((t_m == "gpu").mean()) if n_req else math.nan
-        disk_frac = float((t_m == "disk").mean()) if n_req else math.nan
+        t_m = np.asarray(tier)[served]
+        gpu_frac = float((t_m == "gpu").mean()) if len(t_m) else math.nan
+        disk_frac = float((t_m == "disk").mean()) if len(t_m) else math.nan
     lw = col("load_wait_ms")[done]
     s = {
         "requests": n_req,
@@ -66,7 +67,7 @@ def summarize(sc, req, counters: dict) -> dict:
         "swap_rate": float(loaded[done].sum() / n_done) if n_done else math.nan,
         "swap_share_of_ttft": float(lw.sum() / ttft_sum) if ttft_sum > 0 else 0.0,
         "gpu_busy_frac": counters["busy_s_in_window"] / window,
-        "hit_rate_gpu": float(1.0 - loaded[m].mean()) if n_req else math.nan,
+        "hit_rate_gpu": float(1.0 - loaded[served].mean()) if served.any() else math.nan,
         "tier_gpu_frac": gpu_frac,
         "tier_disk_frac": disk_frac,
         "slo_attainment": float((ttft <= sc.slo_ttft_ms).sum() / n_req) if n_req else math.nan,

@@ -73,6 +73,7 @@ class Scenario:
     arrival_rate_rps: float = 16.0
     arrival_cv: float = 1.0
     concurrency: int = 32
+    max_in_system: int = 0                # open loop: arrivals finding this many requests in the server are refused (0 = no limit)
     prompt_tokens: int = 128
     output_tokens: int = 32
     length_dist: str = "fixed"
@@ -264,6 +265,7 @@ class Scenario:
         ints = {"max_batch_size": (1, 4096), "max_batched_tokens": (1, 1 << 20), "max_loras": (0, 4096),
                 "max_cpu_loras": (0, 1 << 20), "hot_set_k": (-1, 1 << 20), "num_adapters": (1, 100_000),
                 "adapter_rank": (1, 1024), "concurrency": (1, 10_000), "prompt_tokens": (1, 1 << 17),
+                "max_in_system": (0, 10_000_000),
                 "output_tokens": (1, 1 << 17), "kv_block_tokens": (1, 1024), "seed": (0, 2**63 - 1)}
         for name, (lo, hi) in ints.items():
             v = getattr(self, name)

@@ -110,6 +110,7 @@ def _build(sc: Scenario, wl: Workload):
     ip[L.IP_PAD_SLOTS] = sc.max_loras
     ip[L.IP_ONDEMAND] = int(sc.kv_reservation == "on_demand")
     ip[L.IP_BLOCK_TOK] = sc.kv_block_tokens
+    ip[L.IP_MAX_INSYS] = sc.max_in_system if sc.arrival_process != "closed" else 0
     ip[L.IP_FASTSKIP] = 1  # 0 scans the whole queue (the reference the fast path is tested against)
     ip[L.IP_CONTIG] = int(contiguous)
     ip[L.IP_ARENA] = arena
@@ -303,6 +304,7 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
         "tpot_ms": tpot,
         "e2e_ms": (finish - arrival) * 1e3 + fe,
         "preemptions": R_i[L.RI_PREEMPTED][issued],
+        "dropped": status == L.ST_DROPPED,
         "finish_s": finish,
         "loaded": R_i[L.RI_LOADED][issued].astype(bool),
         "tier": pd.Categorical.from_codes(R_i[L.RI_TIER][issued], dtype=_TIER_DTYPE),
@@ -349,6 +351,7 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
         "swap_events": int(S_i[L.SI_LOADS]),
         "compact_events": int(S_i[L.SI_COMPACTS]),
         "preemptions": int(S_i[L.SI_PREEMPTS]),
+        "dropped_total": int(S_i[L.SI_DROPS]),
         "compacted_bytes": float(S_f[L.SF_COMPACT_BYTES]),
         "rejections": int(S_i[L.SI_REJECTS]),
         "avg_frag": float(S_f[L.SF_FRAG_INT] / (sc.duration_s - sc.warmup_s)),

@@ -40,6 +40,7 @@ def scenarios(draw, strategies=tuple(STRATEGIES)):
         output_tokens=draw(st.integers(1, 40)),
         length_dist=draw(st.sampled_from(["fixed", "uniform", "lognormal"])),
         frontend_ms=draw(st.sampled_from([0.0, 0.0, 7.5])),
+        max_in_system=draw(st.sampled_from([0, 0, 3])),
         load_mode=draw(st.sampled_from(["sync", "async"])),
         memory_mode=draw(st.sampled_from(["static", "unified"])),
         kv_allocator=draw(st.sampled_from(["paged", "contiguous"])),
@@ -61,6 +62,11 @@ def scenarios(draw, strategies=tuple(STRATEGIES)):
 
 def _check_invariants(r):
     req, s, sc = r.requests, r.summary, r.scenario
+    # refused at arrival only under a cap, never served; the cap is never exceeded at an arrival
+    assert req.dropped.sum() == s["dropped_total"]
+    assert not req.dropped.any() or (sc.max_in_system > 0 and sc.arrival_process != "closed")
+    assert not req[req.dropped].ttft_ms.notna().any()
+    req = req[~req.dropped]
     # every request completes (or is reported as not completed, with why)
     if not req.completed.all():
         assert s["stopped_at_horizon"] or s["deadlock"]
@@ -120,7 +126,7 @@ def test_oracle_never_loads_more_than_naive_or_hot_set(sc, seed):
     (with mixed sizes the oracle is a heuristic, see docs/model.md).
     """
     sc = sc.replace(max_batch_size=1, load_mode="sync", memory_mode="static", arrival_process="poisson",
-                    max_loras=0, seed=seed, adapter_ranks=())
+                    max_loras=0, seed=seed, adapter_ranks=(), max_in_system=0)
     if sc.max_adapter_bytes() > sc.vram_budget_gb * presets.GIB:
         sc = sc.replace(vram_budget_gb=sc.max_adapter_bytes() * 1.5 / presets.GIB)
     loads = {}

@@ -160,3 +160,21 @@ def test_frontend_latency_adds_to_ttft_and_e2e_only():
     np.testing.assert_array_equal(b.requests.tpot_ms, a.requests.tpot_ms)
     assert b.summary["throughput_tok_s"] == a.summary["throughput_tok_s"]
     assert b.summary["frontend_mean_ms"] == 7.5 and a.summary["frontend_mean_ms"] == 0.0
+
+
+def test_max_in_system_one_is_an_erlang_loss_system():
+    """One request at a time and max_in_system = 1: an M/G/1/1 loss system, whose blocking
+    probability is insensitive to the service distribution: B = rho / (1 + rho)."""
+    sc = Scenario(**SERIAL, arrival_rate_rps=50.0, duration_s=2000.0, warmup_s=0.0, seed=7, max_in_system=1)
+    r = simulate(sc)
+    service_s = 100 * 0.01e-3  # one 100-token prefill step at 0.01 ms/token: the whole service
+    rho = sc.arrival_rate_rps * service_s
+    n = len(r.requests)
+    blocked = r.requests.dropped.mean()
+    se = np.sqrt(rho / (1 + rho) * (1 - rho / (1 + rho)) / n)
+    assert blocked == pytest.approx(rho / (1 + rho), abs=4 * se)
+    assert r.summary["dropped_total"] == int(r.requests.dropped.sum()) > 0
+    assert not r.requests[r.requests.dropped].completed.any()
+    assert r.requests[~r.requests.dropped].completed.all()
+    # without the cap nothing is refused
+    assert not simulate(sc.replace(max_in_system=0)).requests.dropped.any()
