@@ -394,7 +394,7 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
     blocks = R_i[RI_BLOCKS, r]
     if ip[IP_ONDEMAND]:
         # on demand (vLLM): blocks for the tokens so far and the one this step emits
-        blocks = (pf + ip[IP_BLOCK_TOK]) // ip[IP_BLOCK_TOK]
+        blocks = _kv_need(R_i, r, ip[IP_BLOCK_TOK])
     # KV
     if ip[IP_UNIFIED]:
         need = (S_i[SI_KV_BLOCKS] + blocks) * fp[FP_BLOCK_BYTES]
@@ -491,6 +491,29 @@ def _arrive(R_i, R_f, A_i, S_i, wq, r, t):
 
 
 @njit(cache=True, nogil=True)
+def _kv_need(R_i, r, bt):
+    """On-demand KV blocks of request r: its tokens so far and the one the next step emits."""
+    return (R_i[RI_PROMPT, r] + R_i[RI_GEN, r] + bt) // bt
+
+
+@njit(cache=True, nogil=True)
+def _leave_batch(R_i, A_i, S_i, S_f, running, k):
+    """Take running[k] out of the batch (finished or preempted): free its KV block count, drop
+    its adapter reference, swap-remove it from ``running``.  Returns its adapter."""
+    r = running[k]
+    S_i[SI_KV_BLOCKS] -= R_i[RI_BLOCKS, r]
+    a = R_i[RI_ADAPTER, r]
+    A_i[AI_REF, a] -= 1
+    if A_i[AI_REF, a] == 0:
+        S_i[SI_NDISTINCT] -= 1
+        S_f[SF_LORA_BYTES] -= A_i[AI_BYTES, a]
+    last = S_i[SI_NRUN] - 1
+    running[k] = running[last]
+    S_i[SI_NRUN] = last
+    return a
+
+
+@njit(cache=True, nogil=True)
 def _grow_kv(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, running):
     """On-demand KV (vLLM): before a step every running request needs blocks for its
     tokens so far plus the one it emits.  If they do not fit, preempt the most recently
@@ -502,7 +525,7 @@ def _grow_kv(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, ru
     need_total = 0
     for k in range(S_i[SI_NRUN]):
         rr = running[k]
-        extra = (R_i[RI_PROMPT, rr] + R_i[RI_GEN, rr] + bt) // bt - R_i[RI_BLOCKS, rr]
+        extra = _kv_need(R_i, rr, bt) - R_i[RI_BLOCKS, rr]
         if extra > 0:
             need_total += extra
     first_pos = 1 << 62
@@ -523,29 +546,21 @@ def _grow_kv(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, ru
             if R_i[RI_ADMSEQ, running[k]] > R_i[RI_ADMSEQ, running[j]]:
                 j = k
         v = running[j]
-        extra = (R_i[RI_PROMPT, v] + R_i[RI_GEN, v] + bt) // bt - R_i[RI_BLOCKS, v]
+        extra = _kv_need(R_i, v, bt) - R_i[RI_BLOCKS, v]
         if extra > 0:
             need_total -= extra
-        S_i[SI_KV_BLOCKS] -= R_i[RI_BLOCKS, v]
+        a = _leave_batch(R_i, A_i, S_i, S_f, running, j)
         R_i[RI_BLOCKS, v] = 0
         R_i[RI_STATUS, v] = ST_WAITING
         R_i[RI_PREEMPTED, v] += 1
-        a = R_i[RI_ADAPTER, v]
-        A_i[AI_REF, a] -= 1
-        if A_i[AI_REF, a] == 0:
-            S_i[SI_NDISTINCT] -= 1
-            S_f[SF_LORA_BYTES] -= A_i[AI_BYTES, a]
         A_i[AI_WAIT, a] += 1
         S_i[SI_NWAIT] += 1
-        last = S_i[SI_NRUN] - 1
-        running[j] = running[last]
-        S_i[SI_NRUN] = last
         S_i[SI_PREEMPTS] += 1
         if R_i[RI_WQPOS, v] < first_pos:
             first_pos = R_i[RI_WQPOS, v]
     for k in range(S_i[SI_NRUN]):
         rr = running[k]
-        need = (R_i[RI_PROMPT, rr] + R_i[RI_GEN, rr] + bt) // bt
+        need = _kv_need(R_i, rr, bt)
         if need > R_i[RI_BLOCKS, rr]:
             S_i[SI_KV_BLOCKS] += need - R_i[RI_BLOCKS, rr]
             R_i[RI_BLOCKS, rr] = need
@@ -879,19 +894,11 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             if g >= R_i[RI_OUTPUT, rr]:
                 R_i[RI_STATUS, rr] = ST_DONE
                 R_f[RF_FINISH, rr] = t_end
-                S_i[SI_KV_BLOCKS] -= R_i[RI_BLOCKS, rr]
                 if ip[IP_CONTIG]:
                     S_i[SI_NFREE] = ext_free(fl, S_i[SI_NFREE], R_i[RI_KVSTART, rr], R_i[RI_BLOCKS, rr])
-                a = R_i[RI_ADAPTER, rr]
-                A_i[AI_REF, a] -= 1
-                if A_i[AI_REF, a] == 0:
-                    S_i[SI_NDISTINCT] -= 1
-                    S_f[SF_LORA_BYTES] -= A_i[AI_BYTES, a]
+                a = _leave_batch(R_i, A_i, S_i, S_f, running, k)
                 S_i[SI_TICK] += 1
                 A_i[AI_LAST, a] = S_i[SI_TICK]
-                last = S_i[SI_NRUN] - 1
-                running[k] = running[last]
-                S_i[SI_NRUN] = last
                 if closed and t_end < fp[FP_DURATION]:
                     q = S_i[SI_NISSUED]
                     if q < n:
