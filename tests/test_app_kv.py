@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
 from app import page_findings, page_kv
@@ -40,21 +39,6 @@ def on_page(page: str) -> AppTest:
 def table(at: AppTest) -> pd.DataFrame:
     assert len(at.dataframe) == 1
     return at.dataframe[0].value
-
-
-@pytest.fixture
-def media(monkeypatch) -> dict:
-    """Capture what download buttons serve: url -> bytes."""
-    store: dict = {}
-    add = MediaFileManager.add
-
-    def _add(self, path_or_data, mimetype, coordinates, file_name=None, is_for_static_download=False):
-        url = add(self, path_or_data, mimetype, coordinates, file_name, is_for_static_download)
-        store[url] = path_or_data
-        return url
-
-    monkeypatch.setattr(MediaFileManager, "add", _add)
-    return store
 
 
 # ------------------------------------------------------------ KV interference

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
 from app import page_validation as P
@@ -69,21 +68,6 @@ def benchmark_csv() -> bytes:
         rows.append({"date": "20250101-000000", "arrival_rate_rps": rate, "duration_s": 20.0, "warmup_s": 5.0,
                      **{col: s[key] for col, key in BENCH_COLUMNS.items()}})
     return pd.DataFrame(rows).to_csv(index=False).encode()
-
-
-@pytest.fixture
-def media(monkeypatch) -> dict:
-    """What download buttons serve: url -> bytes."""
-    store: dict = {}
-    add = MediaFileManager.add
-
-    def _add(self, path_or_data, mimetype, coordinates, file_name=None, is_for_static_download=False):
-        url = add(self, path_or_data, mimetype, coordinates, file_name, is_for_static_download)
-        store[url] = path_or_data
-        return url
-
-    monkeypatch.setattr(MediaFileManager, "add", _add)
-    return store
 
 
 # ------------------------------------------------------------ reference datasets
