@@ -534,16 +534,12 @@ SCENARIOS["slora-a10g-s1"] = dict(
 # 10 req/s for 120 s, pool of 125,000 tokens; example point 1,000 adapters), fitted separately on its 4
 # runs (replayed streams): throughput MAPE 4.9 % (worst 7.6 %), mean TTFT MAPE 47 % (worst 88 %).
 # IN-SAMPLE ONLY: 4 parameters, 4 runs, nothing held out.
-SCENARIOS["slora-a100-80-s1"] = dict(
-    gpu="a100-80gb", model="llama-7b", strategy="slora", memory_mode="unified", load_mode="async",
-    gpu_mem_util=1.0, reserve_gb=6.4136, vram_budget_gb=0.0, num_adapters=1000, adapter_rank=8,
-    target_modules="qkvo", popularity="power", power_alpha=1.0, arrival_process="gamma",
-    arrival_rate_rps=10.0, arrival_cv=1.0, prompt_tokens=260, output_tokens=260, length_dist="uniform",
-    length_spread=0.969171, max_batch_size=1024, max_batched_tokens=20833, duration_s=120.0,
-    warmup_s=0.0, drain_s=900.0, slo_ttft_ms=6000.0, load_latency_ms=0.5,
-    compute_eff=0.5617111615746141, bw_eff=0.7939263881459896, step_overhead_ms=12.52195189334281,
-    lora_ms_per_adapter=0.1456966601340921,
-)
+SCENARIOS["slora-a100-80-s1"] = {
+    **SCENARIOS["slora-a10g-s1"], "gpu": "a100-80gb", "reserve_gb": 6.4136, "num_adapters": 1000,
+    "arrival_rate_rps": 10.0, "max_batched_tokens": 20833, "duration_s": 120.0, "warmup_s": 0.0,
+    "compute_eff": 0.5617111615746141, "bw_eff": 0.7939263881459896, "step_overhead_ms": 12.52195189334281,
+    "lora_ms_per_adapter": 0.1456966601340921,
+}
 
 # vLLM ~0.8.5 (V1) serving Llama-3.1-8B-Instruct (FerranAgulloLopez/GPULLMAdapterOptimization @
 # bae36e2d; shared/reference-data/vllm_llama31_8b_multilora_runs.csv), GPU most likely an H100
