@@ -3,12 +3,21 @@
     >>> from engine import Scenario, simulate
     >>> r = simulate(Scenario.from_preset("seed1-rtx3090", strategy="batch"))
     >>> r.summary["ttft_p50_ms"]  # doctest: +SKIP
+
+The public API is this module, ``engine.presets``, ``engine.calibration`` and
+``engine.studies`` (their package namespaces). Everything else under
+``engine/`` is internal: the app imports only the public API (an
+import-linter contract in pyproject.toml checks it; docs/architecture.md maps
+the layers).
 """
+from . import presets
+from .metrics import mean_ci
 from .policies import STRATEGIES
-from .scenario import Scenario
+from .scenario import ENUMS, MAX_REQUESTS, Scenario
 from .sim import SimResult, compare, simulate
 from .workload import read_trace
 
 ENGINE_VERSION = "0.2.0"
 
-__all__ = ["Scenario", "SimResult", "STRATEGIES", "simulate", "compare", "read_trace", "ENGINE_VERSION"]
+__all__ = ["Scenario", "SimResult", "STRATEGIES", "ENUMS", "MAX_REQUESTS", "simulate", "compare", "read_trace",
+           "mean_ci", "presets", "ENGINE_VERSION"]

@@ -1,4 +1,8 @@
-"""Command line: ``python -m engine {run,warmup,presets} ...``.
+"""Command line: ``python -m engine {run,warmup,presets,reproduce,findings,calibrate,validate} ...``.
+
+The top layer of the engine: it parses arguments and calls the model
+(``run``, ``warmup``, ``presets``, here), the studies (``engine/cli/studies.py``)
+and the calibration (``engine/cli/calibration.py``); nothing below imports it.
 
 Bad input exits with code 2 and one line naming the field; never a traceback.
 """
@@ -37,10 +41,10 @@ def _jsonable(d):
 
 
 def cmd_run(a) -> int:
-    from . import presets
-    from .scenario import Scenario
-    from .sim import simulate
-    from .workload import read_trace
+    from .. import presets
+    from ..scenario import Scenario
+    from ..sim import simulate
+    from ..workload import read_trace
     try:
         over = _parse_sets(a.set)
         if a.strategy:
@@ -89,9 +93,9 @@ def cmd_run(a) -> int:
 
 def cmd_warmup(a) -> int:
     """Compile (and cache) the jitted loop for every policy path."""
-    from .policies import STRATEGIES
-    from .scenario import Scenario
-    from .sim import simulate
+    from ..policies import STRATEGIES
+    from ..scenario import Scenario
+    from ..sim import simulate
     t0 = time.perf_counter()
     base = Scenario.from_preset("default", duration_s=2.0, warmup_s=0.5)
     for s in STRATEGIES:
@@ -101,11 +105,11 @@ def cmd_warmup(a) -> int:
 
 
 def cmd_presets(a) -> int:
-    from . import presets
+    from .. import presets
     print("scenarios:", ", ".join(sorted(presets.SCENARIOS)))
     print("gpus:     ", ", ".join(presets.GPUS))
     print("models:   ", ", ".join(presets.MODELS))
-    from .policies import STRATEGIES
+    from ..policies import STRATEGIES
     print("strategies:", ", ".join(STRATEGIES))
     return 0
 
@@ -126,23 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
     w.set_defaults(func=cmd_warmup)
     pr = sub.add_parser("presets", help="list presets, GPUs, models and strategies")
     pr.set_defaults(func=cmd_presets)
-    for name, fn in _extra_commands():
-        fn(sub)
+    from . import calibration, studies  # the commands of the layers below the CLI
+    studies.add_commands(sub)
+    calibration.add_commands(sub)
     return p
-
-
-def _extra_commands():
-    """Commands that live in other modules (reproductions, findings, calibration)."""
-    out = []
-    for mod, attr in (("engine.reproduce", "add_commands"), ("engine.calibrate", "add_commands")):
-        try:
-            m = __import__(mod, fromlist=[attr])
-        except ModuleNotFoundError as e:
-            if e.name == mod:
-                continue
-            raise
-        out.append((mod, getattr(m, attr)))
-    return out
 
 
 def main(argv=None) -> int:
