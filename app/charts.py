@@ -12,7 +12,7 @@ functions:
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import altair as alt
 import numpy as np
@@ -599,7 +599,7 @@ def _split_scales(splits: Iterable[str]) -> tuple[list[str], alt.Scale, alt.Scal
 def validation_scatter_frame(table: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Runs of one metric with a finite measured and simulated value, from a per-run error table.
 
-    ``table``: long error table (``engine.calibrate.error_table`` / docs/validation/*_errors.csv):
+    ``table``: long error table (``engine.calibration.error_table`` / docs/validation/*_errors.csv):
     columns case, metric, measured, simulated, rel_error, and optionally split, sim_overloaded.
     Returns columns case, split, measured, simulated, rel_error, sim_overloaded.
     """

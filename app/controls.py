@@ -7,17 +7,20 @@ range may depend on the ones before it, e.g. the VRAM budget's maximum is
 parameter (``bind="query-params"``).  The pure part (``resolve``,
 ``sanitize_query``, ``build_scenario``, ``share_query``) has no Streamlit
 dependency; ``render_sidebar`` and friends draw the widgets.
+
+Only the pages that use this shared scenario (What-if, Sweeps, Crossover) draw the
+controls (``render_sidebar``); the others (``render_stored``) get the same ``AppState``
+from the values remembered in session state (see "Persistence" below).
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlencode
 
-from engine import STRATEGIES, Scenario
-from engine import presets
-from engine.scenario import ENUMS
+from engine import ENUMS, STRATEGIES, Scenario, presets
 
 PRESET_KEY = "preset"
 STRATEGY_KEY = "strategy"              # the compared set; URL: ?strategy=a&strategy=b
@@ -478,6 +481,25 @@ def conditions(sc: Scenario) -> str:
             f"{sc.duration_s:g} s simulated")
 
 
+def url_params(values: Mapping[str, Any], fields: Mapping[str, Any] | None = None) -> dict[str, str | list[str]]:
+    """The query parameters the controls put in the URL for ``values``: those that differ from the
+    control's default (a bound widget drops a parameter equal to its default), in URL form."""
+    resolved, _ = resolve({k: v for k, v in values.items() if k in BY_KEY}, fields=fields)
+    ctx: Ctx = {"_fields": dict(fields) if fields else None}
+    out: dict[str, str | list[str]] = {}
+    for c in CONTROLS:
+        if c.key == PRESET_KEY:
+            ctx["_base"] = preset_dict(DEFAULT_PRESET)
+        if c.key not in resolved:  # does not apply
+            continue
+        v = ctx[c.key] = resolved[c.key]
+        if v != clamp(c, c.default(ctx), ctx):
+            out[c.key] = [str(x) for x in v] if isinstance(v, list) else _fmt(v)
+        if c.key == PRESET_KEY:
+            ctx["_base"] = preset_dict(v)
+    return out
+
+
 def non_url_fields(base: Mapping[str, Any], preset: str) -> list[str]:
     """Fields of ``base`` that differ from the preset and that no control (so no URL) carries."""
     ref = preset_dict(preset)
@@ -487,12 +509,37 @@ def non_url_fields(base: Mapping[str, Any], preset: str) -> list[str]:
 
 # =========================================================== Streamlit widgets
 import streamlit as st  # noqa: E402  (the pure part above does not need it)
+from streamlit.errors import StreamlitAPIException  # noqa: E402
 
 _BOUNDS = "_control_bounds"
 _URL_CHECKED = "_url_checked"
 _URL_ISSUES = "_url_issues"
 _OVERRIDE = "_base_override"
-_STATE = "_app_state"
+_URL_RESTORE = "_url_restore_retry"
+STATE_KEY = "_app_state"
+SAVED_KEY = "_scenario_saved"
+#: Session-state keys of the shared scenario: every control, and the What-if page's baseline.
+SCENARIO_KEYS = [*BY_KEY, BASELINE_KEY]
+
+# Persistence.  Streamlit drops the state of a widget that a run does not draw, so a visit to a
+# page without the scenario controls (Findings, Validation, ...) would bring the What-if page back
+# with the preset's values.  Hence every run that draws the controls copies their values to
+# ``SAVED_KEY``, a plain session-state key (no widget, never dropped), and a run that draws them
+# puts back any value Streamlit dropped before creating its widget (``_restore``).  Streamlit 1.67
+# itself keeps the value of a bound widget that is not drawn, so this serves a deep link to such a
+# page (below) and Streamlit versions without that.  Pages without the controls get the
+# remembered scenario as ``current()`` too (``render_stored``), e.g. the Validation page's
+# "shared scenario" fit base.
+#
+# URL (decided): a page that ignores the scenario does not carry it in its URL, whose own address
+# is its share link.  Streamlit removes the parameter of a bound widget that is not drawn; the
+# first run of a deep link to such a page moves the scenario's parameters into ``SAVED_KEY``
+# (``sanitize_url_once``).  Back on a scenario page, ``restore_url`` writes them into the URL in
+# one change before the widgets exist.  Streamlit alone would restore them one widget at a time,
+# each change a browser history entry holding part of the scenario, and Back to such an entry
+# resets the other controls to their defaults.  What remains: the browser records a page without
+# the controls twice (its URL as the navigation opened it, with the scenario, then without), so
+# going Back through it takes one press more; no history entry loses the scenario.
 
 
 @dataclass
@@ -511,14 +558,16 @@ class AppState:
 
 def current() -> AppState:
     """The state ``main.py`` built for this run (pages call this)."""
-    return st.session_state[_STATE]
+    return st.session_state[STATE_KEY]
 
 
-def sanitize_url_once() -> None:
+def sanitize_url_once(uses_scenario: bool = True) -> None:
     """Clean ``st.query_params`` on a session's first run, before any widget binds to it.
 
     Streamlit seeds bound widgets from the URL of the run, so a corrected URL needs
     one rerun to take effect; the warnings are kept in session state for display.
+    ``uses_scenario=False`` (a page without the scenario controls): the scenario's
+    parameters are remembered for the scenario pages and removed from the URL.
     """
     ss = st.session_state
     if ss.get(_URL_CHECKED):
@@ -528,6 +577,14 @@ def sanitize_url_once() -> None:
     clean, issues = sanitize_query(query)
     if issues:
         ss[_URL_ISSUES] = [i.message for i in issues]
+    if not uses_scenario and any(k in URL_KEYS for k in clean):
+        given = {k: v for k, v in clean.items() if k in URL_KEYS}
+        values, _ = resolve({k: v for k, v in given.items() if k != BASELINE_KEY})
+        saved = {k: values[k] for k in given if k in values}
+        if BASELINE_KEY in given:
+            saved[BASELINE_KEY] = given[BASELINE_KEY]
+        ss[SAVED_KEY] = saved
+        clean = {k: v for k, v in clean.items() if k not in URL_KEYS}
     if clean != normalize_query(query):
         st.query_params.from_dict(clean)
         st.rerun()
@@ -630,10 +687,57 @@ def _keep_valid(c: Control, ctx: Ctx, bounds, options) -> None:
     known[c.key] = dom
 
 
+def _restore(key: str) -> None:
+    """Before the widget exists: put back its remembered value if Streamlit dropped it."""
+    ss = st.session_state
+    saved = ss.get(SAVED_KEY) or {}
+    if key not in ss and key in saved:
+        ss[key] = saved[key]
+
+
+def remembered() -> dict:
+    """The shared scenario's values as last set: remembered, updated by what session state holds."""
+    ss = st.session_state
+    saved = dict(ss.get(SAVED_KEY) or {})
+    saved.update({k: ss[k] for k in SCENARIO_KEYS if k in ss})
+    return saved
+
+
+def restore_url() -> None:
+    """On a scenario page, before its widgets exist (right after ``st.navigation``): give the URL
+    back the remembered scenario it lost, in one change.
+
+    * Coming from a page without the controls, their parameters are unbound: set them all at
+      once (one browser history entry holding the whole scenario).
+    * Still bound (the previous run drew the controls) yet absent: a browser Back/Forward to an
+      entry without them (the one the navigation pushed on the way back from such a page).
+      Streamlit would reset bound widgets to their defaults in this run, so rerun first, then
+      set the values in session state, which writes their parameters back (in place of that
+      history entry: Streamlit replaces, not pushes, during a history navigation).
+    """
+    ss = st.session_state
+    retry = ss.pop(_URL_RESTORE, False)
+    if any(k in st.query_params for k in URL_KEYS):
+        return  # it carries the scenario (a deep link, or from another scenario page)
+    values = remembered()
+    params = url_params(values, ss.get(_OVERRIDE))
+    if not params:
+        return
+    try:
+        st.query_params.update(params)
+    except StreamlitAPIException:  # bound
+        if not retry:
+            ss[_URL_RESTORE] = True
+            st.rerun()
+        for k in params:  # the rerun: set in session state, each widget writes its parameter
+            ss[k] = values[k]
+
+
 def _widget(c: Control, ctx: Ctx) -> Any:
     bounds = c.bounds(ctx) if c.bounds else None
     options = c.options(ctx) if c.options else None
     default = clamp(c, c.default(ctx), ctx)
+    _restore(c.key)
     _keep_valid(c, ctx, bounds, options)
     common = dict(key=c.key, help=c.help, bind="query-params")
     if c.key in _CALLBACKS:
@@ -651,8 +755,9 @@ def _widget(c: Control, ctx: Ctx) -> Any:
 
 def render_sidebar() -> AppState:
     """Draw every control in the sidebar (sections in display order, widgets in
-    dependency order), the share link, and store the resulting AppState."""
+    dependency order) and store the resulting AppState (and remember its values)."""
     ss = st.session_state
+    _restore(BASELINE_KEY)  # the What-if page's widget; checked against the strategies there
     override = ss.get(_OVERRIDE)
     with st.sidebar:
         st.markdown("### Scenario")
@@ -676,6 +781,24 @@ def render_sidebar() -> AppState:
             if c.key == PRESET_KEY:
                 ctx["_base"] = preset_dict(ctx[c.key])
 
+    saved = {k: ctx[k] for k in BY_KEY if k in ctx}
+    if BASELINE_KEY in ss:
+        saved[BASELINE_KEY] = ss[BASELINE_KEY]
+    ss[SAVED_KEY] = saved
+    return _store_state(ctx, override)
+
+
+def render_stored() -> AppState:
+    """For a page that does not draw the controls: the AppState of the remembered scenario."""
+    ss = st.session_state
+    saved = remembered()
+    ss[SAVED_KEY] = saved
+    override = ss.get(_OVERRIDE)
+    values, _ = resolve({k: v for k, v in saved.items() if k in BY_KEY}, fields=override)
+    return _store_state(values, override)
+
+
+def _store_state(ctx: Ctx, override: dict | None) -> AppState:
     preset = ctx[PRESET_KEY]
     base = dict(override) if override else dict(ctx["_base"])
     strategies = list(ctx.get(STRATEGY_KEY) or [])
@@ -687,7 +810,7 @@ def render_sidebar() -> AppState:
     state = AppState(values=ctx, strategies=strategies, scenario=scenario, error=error, notes=notes,
                      base=base, preset=preset,
                      override_fields=non_url_fields(base, preset) if override else [])
-    ss[_STATE] = state
+    st.session_state[STATE_KEY] = state
     return state
 
 

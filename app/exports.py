@@ -1,7 +1,7 @@
 """Downloadable files built from engine results (pure pandas, no Streamlit)."""
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import pandas as pd
 

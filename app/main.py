@@ -1,18 +1,20 @@
 """LoRA What-If dashboard: ``streamlit run app/main.py``.
 
-The entry point is a frame around the pages: it cleans the URL, warms the engine,
-draws the shared scenario controls in the sidebar and runs the selected page.
-Pages are files under ``app/views/``; add one to ``PAGES`` (or just drop a new
-file there: unlisted files are appended, titled after their file name).
+The entry point is a frame around the pages: it registers them with ``st.navigation``,
+cleans the URL, warms the engine, draws the shared scenario controls in the sidebar (on
+the pages that use them) and runs the selected page.
 
-The folder is deliberately not called ``pages/``: Streamlit treats a ``pages/``
-folder next to the entry point as a legacy (v1) multipage app, and then runs a
-page file without this entry point (AppTest from the second run on, and a fresh
-server's first request to a page URL), i.e. without the sidebar and its state.
+Pages are functions: one module per page, ``app/page_<name>.py``, with a ``render()``
+function.  A new page is a new such module plus one ``PageSpec`` in ``PAGES`` below
+(``scenario=True`` if it reads the sidebar's scenario through ``controls.current()``).
+Nothing is read from a folder of page files, so there is no ``pages/`` (or ``views/``)
+directory to keep in step.
 """
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 APP_DIR = Path(__file__).resolve().parent
@@ -22,33 +24,47 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from app import controls, runner  # noqa: E402
+from app import (  # noqa: E402
+    controls,
+    page_crossover,
+    page_findings,
+    page_kv,
+    page_model,
+    page_sweeps,
+    page_validation,
+    page_whatif,
+    runner,
+)
 from engine import ENGINE_VERSION  # noqa: E402
 
-#: (file under app/views, title, icon, url path); the first one is the home page.
-PAGES: list[tuple[str, str, str, str]] = [
-    ("whatif.py", "What-if", ":material/tune:", "whatif"),
-    ("sweeps.py", "Sweeps", ":material/show_chart:", "sweeps"),
-    ("crossover.py", "Crossover", ":material/grid_view:", "crossover"),
-    ("findings.py", "Findings", ":material/lightbulb:", "findings"),
-    ("validation.py", "Validation", ":material/fact_check:", "validation"),
-    ("kv_interference.py", "KV interference", ":material/memory_alt:", "kv_interference"),
-    ("model.py", "Model", ":material/menu_book:", "model"),
+
+@dataclass(frozen=True)
+class PageSpec:
+    render: Callable[[], None]
+    title: str
+    icon: str
+    url_path: str
+    #: Uses the shared scenario: the sidebar shows its controls and the share link.
+    scenario: bool
+
+
+#: Navigation order; the first one is the home page.
+PAGES: list[PageSpec] = [
+    PageSpec(page_whatif.render, "What-if", ":material/tune:", "whatif", True),
+    PageSpec(page_sweeps.render, "Sweeps", ":material/show_chart:", "sweeps", True),
+    PageSpec(page_crossover.render, "Crossover", ":material/grid_view:", "crossover", True),
+    PageSpec(page_findings.render, "Findings", ":material/lightbulb:", "findings", False),
+    PageSpec(page_validation.render, "Validation", ":material/fact_check:", "validation", False),
+    PageSpec(page_kv.render, "KV interference", ":material/memory_alt:", "kv_interference", False),
+    PageSpec(page_model.render, "Model", ":material/menu_book:", "model", False),
 ]
+BY_PATH = {p.url_path: p for p in PAGES}
 
 
 def pages() -> list:
-    """st.Page objects for the listed pages that exist, then any other file in app/views/."""
-    out, seen = [], set()
-    for fname, title, icon, path in PAGES:
-        f = APP_DIR / "views" / fname
-        if f.is_file():
-            out.append(st.Page(f, title=title, icon=icon, url_path=path, default=not out))
-            seen.add(fname)
-    for f in sorted((APP_DIR / "views").glob("*.py")):
-        if f.name not in seen and not f.name.startswith("_"):
-            out.append(st.Page(f, title=f.stem.replace("_", " ").capitalize(), url_path=f.stem))
-    return out
+    """One st.Page per entry of ``PAGES`` (the first is the default page)."""
+    return [st.Page(p.render, title=p.title, icon=p.icon, url_path=p.url_path, default=i == 0)
+            for i, p in enumerate(PAGES)]
 
 
 st.set_page_config(page_title="LoRA What-If", page_icon=":material/memory:", layout="wide",
@@ -57,15 +73,29 @@ st.set_page_config(page_title="LoRA What-If", page_icon=":material/memory:", lay
 # KPI values small enough for six tiles in a row with their units.
 st.html("<style>[data-testid='stMainBlockContainer']{padding-top:2.5rem}"
         "[data-testid='stMetricValue']{font-size:1.85rem}</style>")
-controls.sanitize_url_once()
+page = st.navigation(pages(), position="top")
+spec = BY_PATH[page.url_path or PAGES[0].url_path]  # the default page's url_path is ""
+if spec.scenario:
+    # Right after st.navigation: the browser then records the page's URL with the scenario restored
+    # (one history entry) rather than without it (see controls.restore_url).
+    controls.restore_url()
+controls.sanitize_url_once(spec.scenario)
 with st.spinner("Warming up the simulator (first start compiles its kernels, about 10 s)..."):
     try:
         runner.warmup()
     except Exception as e:  # the engine itself is broken: say so instead of a bare traceback
         st.error(f"The simulation engine failed to start ({type(e).__name__}: {e}).", icon=":material/error:")
         st.stop()
-state = controls.render_sidebar()
-page = st.navigation(pages(), position="top")
-controls.render_share(state, page.url_path)
+# Pages that ignore the shared scenario get no controls (they would do nothing there) and no
+# scenario share link (their URL is enough); controls.py ("Persistence") keeps the scenario
+# for the next page that uses it.
+if spec.scenario:
+    state = controls.render_sidebar()
+    controls.render_share(state, page.url_path)
+else:
+    controls.render_stored()
+    *others, last = [p.title for p in PAGES if p.scenario]
+    st.sidebar.caption(f"This page does not use the scenario controls: they are on the {', '.join(others)} and "
+                       f"{last} pages, which keep what you set there.")
 st.sidebar.caption(f"LoRA What-If · engine {ENGINE_VERSION}")
 page.run()

@@ -1,7 +1,4 @@
-"""Crossover page: which strategy wins where, over a grid of two controls.
-
-Rendered by ``app/views/crossover.py``.
-"""
+"""Crossover page: which strategy wins where, over a grid of two controls."""
 from __future__ import annotations
 
 import streamlit as st

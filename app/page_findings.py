@@ -1,6 +1,6 @@
 """Findings page: renders docs/findings.md (written by ``python -m engine findings``).
 
-Rendered by ``app/views/findings.py``.  If the report has a verdict table (a Markdown
+If the report has a verdict table (a Markdown
 table under a heading that mentions verdicts, with a column of holds / partly / does
 not hold), the page also shows the verdict counts as tiles; if that parsing finds
 nothing, the report is just rendered.

@@ -1,30 +1,28 @@
 """KV interference page: adapter swaps against the KV cache, per policy, side by side.
 
-Rendered by ``app/views/kv_interference.py``.  The page has its own controls (model,
-workload, memory mode, allocator, policies, rate, replications, duration) and runs the
-``kv-<model>-<workload>`` presets (engine/presets.py); the sidebar's scenario is not used.
+The page has its own controls (model, workload, memory mode, allocator, policies, rate,
+replications, duration) and runs the ``kv-<model>-<workload>`` presets (``engine.presets``);
+the shared scenario is not used, so the app does not draw its controls in the sidebar here.
 Replication k uses seed ``preset seed + k`` for every policy (common random numbers), so the
 deltas against ``single_adapter`` are paired per replication.
 """
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from app import charts, controls
-from engine import ENGINE_VERSION, STRATEGIES, Scenario, simulate
-from engine import presets
-from engine.metrics import mean_ci
+from engine import ENGINE_VERSION, STRATEGIES, Scenario, mean_ci, presets, simulate
 
 MODELS = ["qwen2-0.5b", "qwen2-1.5b"]
 WORKLOADS = ["heavy", "heavy_mixed"]
 MEMORY_MODES = ["static", "unified"]
 ALLOCATORS = ["contiguous", "paged"]
-#: The policies of the LoRA/KV interference benchmark (engine/policies.py), the default selection.
+#: The policies of the LoRA/KV interference benchmark (``engine.STRATEGIES``), the default selection.
 KV_POLICIES = ["single_adapter", "round_robin_k1", "batch_t4_k2", "hotset_32mb", "hotset_64mb",
                "hotset_batch_t4", "slora"]
 #: Reference of the deltas (run even when not selected, then not shown as a row).
@@ -42,7 +40,7 @@ MAX_KV_REQUESTS = 300_000
 #: Summary metrics the table averages (``SimResult.summary`` keys).
 METRICS = ["avg_frag", "throughput_req_s", "swap_events", "compact_events", "rejections"]
 
-WORKLOAD_HELP = ("Workloads of the LoRA/KV benchmark (engine/presets.py): **heavy**: uniform lengths (prompt "
+WORKLOAD_HELP = ("Workloads of the LoRA/KV benchmark (engine.presets): **heavy**: uniform lengths (prompt "
                  "256 +-50%, output 128 +-50%) at about 90% of what the GPU serves with a single adapter, so KV "
                  "memory stays nearly full; **heavy_mixed**: the same means with lognormal lengths (CV 1.0), a mix "
                  "of short and long requests whose extents differ in size, the case that fragments a contiguous "
@@ -273,10 +271,10 @@ def render() -> None:
     st.title("KV interference", anchor=False,
              help="Adapter swaps and the KV cache share GPU memory: with a contiguous allocator (and in a unified "
                   "pool) adapter extents punch holes between KV extents. Each policy serves the same request "
-                  "streams; the sidebar's scenario is not used on this page.")
+                  "streams; the shared scenario (What-if, Sweeps, Crossover) is not used on this page.")
     st.markdown("Fragmentation, throughput, swaps and rejections per policy on the LoRA/KV benchmark presets, and "
                 "the *no free lunch* frontier of throughput against fragmentation. This page has its own controls; "
-                "the sidebar's scenario does not apply here.")
+                "the shared scenario of the What-if, Sweeps and Crossover pages does not apply here.")
     controls.show_url_issues()
     c = _controls()
     if not c["policies"]:

@@ -1,7 +1,4 @@
-"""Model page: renders docs/model.md (the simulator's model, assumptions and equations).
-
-Rendered by ``app/views/model.py``.
-"""
+"""Model page: renders docs/model.md (the simulator's model, assumptions and equations)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,15 +1,10 @@
-"""Sweeps page: one control on the x-axis, every strategy, mean and 95% CI over seeds.
-
-Rendered by ``app/views/sweeps.py``.
-"""
+"""Sweeps page: one control on the x-axis, every strategy, mean and 95% CI over seeds."""
 from __future__ import annotations
 
 import streamlit as st
 
 from app import charts, controls, runner, sweep
 from engine import Scenario
-
-
 
 #: The six figures of the source simulator (multi-lora-serving-sim): x control and metrics
 #: (the range is the control's DEFAULT_RANGES entry).

@@ -1,41 +1,46 @@
 """Validation page: how well the simulator reproduces public measurements, and a fit to yours.
 
-Rendered by ``app/views/validation.py``.  Two parts:
+Two parts:
 
 * Reference datasets (S-LoRA S1; vLLM Llama-3.1-8B multi-LoRA runs): the per-run error tables
   that ``python -m engine validate`` writes to ``docs/validation/*_errors.csv``, shown as
   measured-vs-simulated scatters and curves, the per-metric error summary (MAPE, median, worst
-  per split, from ``engine.calibrate.summarize_errors``) and the targets, with the report
+  per split, from ``engine.calibration.summarize_errors``) and the targets, with the report
   ``docs/validation.md`` itself.  Nothing is simulated for this part.
 * A benchmark file of your own (``vllm bench serve`` / benchmark_serving columns plus Scenario
-  fields): ``engine.calibrate.load_measurements`` and ``fit`` under a work cap (``MAX_FIT_ROWS``,
+  fields): ``engine.calibration.load_measurements`` and ``fit`` under a work cap (``MAX_FIT_ROWS``,
   ``FIT_MAX_DURATION_S``, ``FIT_MAX_REQUESTS_PER_ROW``, ``MAX_FIT_SIMULATIONS``).  The fitted
-  scenario can be downloaded, or loaded into the sidebar controls through the scenario.json
-  import path (``controls.apply_scenario``) and opened on the What-if page.
+  scenario can be downloaded, or loaded into the shared scenario controls through the
+  scenario.json import path (``controls.apply_scenario``) and opened on the What-if page.
+
+The page does not draw the scenario controls; the fit can start from the shared scenario
+(``controls.current()``: the values last set on the What-if, Sweeps or Crossover page).
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import charts, controls, exports, runner
+from app import charts, controls, exports, page_whatif, runner
 from engine import Scenario, presets
-from engine import calibrate as C
+from engine import calibration as C
 
 ROOT = Path(__file__).resolve().parent.parent
 VALIDATION_MD = ROOT / "docs" / "validation.md"
 VALIDATION_DIR = ROOT / "docs" / "validation"
 GENERATE_CMD = "python -m engine validate"
 CALIBRATE_CMD = "python -m engine calibrate --data runs.csv --preset default --out fitted.json"
-WHATIF_PAGE = "views/whatif.py"
+#: url_path of the What-if page (app/main.py registers it; pages are functions).
+WHATIF_PAGE = "whatif"
 
 # ------------------------------------------------------------------ work cap of a fit
 #: Rows (measured runs) one uploaded file may have.
@@ -51,7 +56,7 @@ MAX_FIT_SIMULATIONS = 600
 #: Optimiser iterations (scipy ``max_nfev``) never exceed this.
 FIT_MAX_NFEV = 30
 
-SIDEBAR_BASE = "Sidebar scenario (current controls)"
+SIDEBAR_BASE = "Shared scenario (What-if page controls)"
 FIT_KEY = "_validation_fit"
 FIT_ERROR = "_validation_fit_error"
 _COLUMNS = ("case", "metric", "measured", "simulated", "rel_error", "split")
@@ -545,7 +550,7 @@ def _dataset_section(ds: Dataset, table: pd.DataFrame | None, error: str | None)
 
 # ------------------------------------------------------------------ upload and fit
 def _use_fitted() -> None:
-    """Button callback: load the fitted scenario into the sidebar controls (scenario.json import path)."""
+    """Button callback: load the fitted scenario into the shared controls (scenario.json import path)."""
     ss = st.session_state
     fit = ss.get(FIT_KEY)
     if not fit:
@@ -589,7 +594,8 @@ def _fit_form(state) -> None:
         base = c1.selectbox("Base scenario", options,
                             index=options.index(state.preset) if state.preset in options else 0, key="fit_base",
                             help="Preset whose fields every row starts from (GPU, model, adapters, strategy...); "
-                                 "or the scenario set in the sidebar.")
+                                 "or the shared scenario set with the sidebar controls of the What-if, Sweeps and "
+                                 "Crossover pages.")
         params = c2.multiselect("Parameters to fit", list(C.FIT_BOUNDS), default=list(C.DEFAULT_PARAMS),
                                 key="fit_params", help=_param_help())
         metrics = c3.multiselect("Metrics to fit", [*C.METRIC_COLUMNS, *C.EXTRA_METRICS], default=[],
@@ -607,13 +613,13 @@ def _fit_form(state) -> None:
             try:
                 if base == SIDEBAR_BASE:
                     if state.scenario is None:
-                        raise ValueError(f"the sidebar scenario cannot be simulated ({state.error})")
+                        raise ValueError(f"the shared scenario cannot be simulated ({state.error})")
                     base_sc, preset = state.scenario, None
                 else:
                     base_sc, preset = Scenario.from_preset(base), base
                 with st.spinner(f"Fitting {', '.join(params) or 'nothing'} to {up.name}..."):
                     ss[FIT_KEY] = fit_upload(up.getvalue(), up.name, base_sc, params, metrics, preset,
-                                             "sidebar scenario" if preset is None else preset)
+                                             "shared scenario" if preset is None else preset)
             except ValueError as e:
                 ss[FIT_ERROR] = f"{up.name}: {e}"
             except Exception as e:  # never a traceback on the page
@@ -658,9 +664,9 @@ def _fit_result(fit: dict) -> None:
                             "to the engine (`python -m engine run --scenario ...`).")
     if b2.button("Use on the What-if page", type="primary", key="use_fitted", icon=":material/arrow_forward:",
                  width="stretch", on_click=_use_fitted,
-                 help="Loads the fitted scenario into the sidebar controls (like restoring a scenario.json) and "
+                 help="Loads the fitted scenario into the scenario controls (like restoring a scenario.json) and "
                       "opens the What-if page."):
-        st.switch_page(WHATIF_PAGE, query_params={})
+        st.switch_page(st.Page(page_whatif.render, url_path=WHATIF_PAGE), query_params={})
 
     st.markdown("##### Errors at the fitted values")
     s = _finite(fit["summary"].assign(metric=fit["summary"]["metric"].map(metric_title)), ["worst_ape"])

@@ -1,8 +1,4 @@
-"""What-if page: every chosen strategy on the sidebar's scenario, side by side.
-
-Rendered by ``app/views/whatif.py`` (a two-line page file: Streamlit recompiles page
-files on every rerun, so the code lives in this importable module).
-"""
+"""What-if page: every chosen strategy on the sidebar's scenario, side by side."""
 from __future__ import annotations
 
 import math

@@ -3,19 +3,18 @@
 A sweep varies one scenario field over a grid and runs every strategy with
 ``replications`` seeds (``seed + k``, common random numbers across strategies,
 as ``engine.compare`` does); ``aggregate`` turns the per-run summaries into mean
-and 95% CI with ``engine.metrics.mean_ci``.  The run function is injected so the
+and 95% CI with ``engine.mean_ci``.  The run function is injected so the
 app can pass its cached wrapper and tests a plain ``simulate``.
 """
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
-from engine import Scenario
-from engine.metrics import mean_ci
+from engine import Scenario, mean_ci
 
 #: Metrics a sweep records: summary key -> (axis title, number format).
 SWEEP_METRICS: dict[str, tuple[str, str]] = {

@@ -83,7 +83,7 @@ def machine() -> dict:
         load = None
     from engine import ENGINE_VERSION
     return {
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
         "cores_usable": usable,
@@ -226,7 +226,8 @@ def bench_million(runs: int, quiet: bool) -> dict:
 def bench_skip_scan(runs: int, quiet: bool) -> dict:
     """An hour of an overloaded many-adapter vLLM run: the loop with the skip scan's early stop
     (IP_FASTSKIP = 1, the default) against scanning the whole waiting queue (0).  No target."""
-    from engine import Scenario, loop as L, sim
+    from engine import Scenario, sim
+    from engine import loop as L
     from engine.workload import generate
     sc = Scenario.from_preset("vllm-llama31-8b", num_adapters=384, max_loras=8, max_cpu_loras=384,
                               arrival_rate_rps=22.4, duration_s=3600.0, warmup_s=0.0, drain_s=0.0,

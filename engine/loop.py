@@ -81,12 +81,12 @@ def heap_pop(ht, ha, n):
     ha[0] = ha[n]
     i = 0
     while True:
-        l = 2 * i + 1
-        if l >= n:
+        left = 2 * i + 1
+        if left >= n:
             break
-        c = l
-        if l + 1 < n and ht[l + 1] < ht[l]:
-            c = l + 1
+        c = left
+        if left + 1 < n and ht[left + 1] < ht[left]:
+            c = left + 1
         if ht[i] <= ht[c]:
             break
         ht[c], ht[i] = ht[i], ht[c]

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from .popularity import popularity
+
 # queue order
 ORDER_FCFS, ORDER_GROUPED = 0, 1
 # eviction
@@ -87,7 +89,6 @@ def hot_set_pins(sc, auto: bool = False) -> list[int]:
     Auto: as many as fit in the adapter budget while leaving room for one more
     adapter of the largest size (the swap slot), and under max_loras - 1 slots.
     """
-    from .workload import popularity  # local: workload imports scenario
     pol = STRATEGIES[sc.strategy]
     sizes = sc.adapter_sizes()
     order = np.argsort(-popularity(sc), kind="stable")

@@ -9,10 +9,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from . import presets
+from .policies import STRATEGIES, hot_set_pins
 
 ENUMS: dict[str, tuple[str, ...]] = {
     "service_mode": ("roofline", "fixed"),
@@ -101,7 +102,7 @@ class Scenario:
         return [f.name for f in fields(cls)]
 
     @classmethod
-    def from_preset(cls, name: str, **overrides: Any) -> "Scenario":
+    def from_preset(cls, name: str, **overrides: Any) -> Scenario:
         if name not in presets.SCENARIOS:
             raise ValueError(
                 f"preset: unknown value {name!r}; allowed: {', '.join(sorted(presets.SCENARIOS))}"
@@ -110,7 +111,7 @@ class Scenario:
         base.update(overrides)
         return cls.from_dict(base)
 
-    def replace(self, **kw: Any) -> "Scenario":
+    def replace(self, **kw: Any) -> Scenario:
         d = self.to_dict()
         d.update(kw)
         return Scenario.from_dict(d)
@@ -124,7 +125,7 @@ class Scenario:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Scenario":
+    def from_dict(cls, d: dict[str, Any]) -> Scenario:
         """Build from a JSON-like dict, coercing strings; unknown keys are an error."""
         if not isinstance(d, dict):
             raise ValueError(f"scenario: expected a JSON object, got {type(d).__name__}")
@@ -137,7 +138,7 @@ class Scenario:
         return cls(**kw)
 
     @classmethod
-    def from_json(cls, text: str) -> "Scenario":
+    def from_json(cls, text: str) -> Scenario:
         try:
             d = json.loads(text)
         except json.JSONDecodeError as e:
@@ -212,10 +213,8 @@ class Scenario:
         return self.arrival_rate_rps * self.duration_s
 
     # ---------------------------------------------------------------- validation
-    def validate(self) -> "Scenario":
+    def validate(self) -> Scenario:
         """Raise ValueError naming the field, its value and what is allowed."""
-        from .policies import STRATEGIES
-
         def bad(name: str, allowed: str) -> None:
             raise ValueError(f"{name}: invalid value {getattr(self, name)!r}; allowed: {allowed}")
 
@@ -282,7 +281,7 @@ class Scenario:
 
         # memory
         plan = self.memory_plan()
-        g, m = self.gpu_spec, self.model_spec
+        g = self.gpu_spec
         if plan["weights"] + plan["reserve"] >= plan["usable"]:
             raise ValueError(
                 f"model: invalid value {self.model!r}: its weights ({plan['weights'] / presets.GIB:.1f} GiB) "
@@ -313,8 +312,7 @@ class Scenario:
             raise ValueError(
                 f"prompt_tokens: invalid value {self.prompt_tokens} (longest drawn prompt {pmax}); allowed: "
                 f"at most max_batched_tokens ({self.max_batched_tokens})")
-        from .policies import hot_set_pins, STRATEGIES as S
-        fam = S[self.strategy]
+        fam = STRATEGIES[self.strategy]
         if self.kv_reservation == "on_demand":
             if self.kv_allocator != "paged":
                 raise ValueError(f"kv_reservation: invalid value 'on_demand' with kv_allocator "

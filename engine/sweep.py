@@ -229,7 +229,7 @@ def run_sweeps(specs: Sequence[tuple[Scenario, dict, Sequence[str]]], replicatio
         raise ValueError(f"sweep: {total} runs (points x strategies x {replications} replications); "
                          f"allowed: at most {MAX_RUNS}")
     tasks, meta, owner = [], [], []
-    for j, (base, grid, points) in enumerate(built):
+    for j, (base, _grid, points) in enumerate(built):
         for point, s, sc in points:
             for k in range(replications):
                 tasks.append(sc.replace(seed=base.seed + k))
@@ -237,7 +237,7 @@ def run_sweeps(specs: Sequence[tuple[Scenario, dict, Sequence[str]]], replicatio
                 owner.append(j)
     rows = run_scenarios(tasks, workers=workers, progress=progress, desc=desc)
     out = []
-    for j, (base, grid, points) in enumerate(built):
+    for j, (_base, grid, _points) in enumerate(built):
         df = pd.DataFrame([{**m, **r} for m, r, o in zip(meta, rows, owner) if o == j])
         df.attrs["grid_fields"] = list(grid)
         out.append(df)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .popularity import popularity
 from .scenario import Scenario
 
 # Order of the spawned child streams: one per activity.
@@ -36,17 +37,6 @@ class Workload:
 def streams(seed: int) -> list[np.random.Generator]:
     ss = np.random.SeedSequence(seed)
     return [np.random.Generator(np.random.PCG64(s)) for s in ss.spawn(4)]
-
-
-def popularity(sc: Scenario) -> np.ndarray:
-    """Probability of each adapter (Zipf: index 0 is the most popular)."""
-    n = sc.num_adapters
-    if sc.popularity == "zipf":
-        w = 1.0 / np.arange(1, n + 1, dtype=np.float64) ** sc.zipf_s
-        return w / w.sum()
-    # S-LoRA: adapter = floor(n * X), X ~ Power(alpha), P(X <= x) = x**alpha
-    edges = (np.arange(n + 1, dtype=np.float64) / n) ** sc.power_alpha
-    return np.diff(edges)
 
 
 def draw_adapters(sc: Scenario, rng: np.random.Generator, n: int) -> np.ndarray:

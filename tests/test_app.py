@@ -11,7 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
+from streamlit.util import calc_hash
 
+from app import controls
 from app.page_whatif import fmt_value
 from engine import Scenario, simulate
 
@@ -27,6 +29,13 @@ def app(**query) -> AppTest:
     at = AppTest.from_file(MAIN, default_timeout=TIMEOUT)
     for k, v in query.items():
         at.query_params[k] = v
+    return at
+
+
+def goto(at: AppTest, url_path: str) -> AppTest:
+    """Select the page registered under ``url_path`` for the next run (see tests/test_app_pages.py:
+    the pages are functions, which AppTest.switch_page cannot address)."""
+    at._page_hash = calc_hash(url_path)
     return at
 
 
@@ -72,26 +81,31 @@ def test_home_page_renders_kpis_verdict_and_charts():
 
 
 @pytest.mark.parametrize("page, expect", [
-    ("views/sweeps.py", "Sweeps"), ("views/crossover.py", "Crossover"), ("views/model.py", None),
+    ("sweeps", "Sweeps"), ("crossover", "Crossover"), ("model", None),
 ])
 def test_every_page_renders(page, expect):
     at = ok(app(**FAST).run())
-    at.switch_page(page)
+    goto(at, page)
     ok(at.run())
-    assert len(at.sidebar.children) > 0, "the shared controls must stay in the sidebar"
-    assert at.slider(key="arrival_rate_rps").value == 20.0
-    if expect:
+    assert len(at.sidebar.children) > 0, "the sidebar keeps its footer on every page"
+    if expect:  # a page of the shared scenario: its controls stay in the sidebar
+        assert at.sidebar.slider(key="arrival_rate_rps").value == 20.0
         assert at.title[0].value == expect
         assert charts(at), "the page draws its charts"
         assert not at.error
     else:  # model page: docs/model.md or the note that it is missing
         assert at.markdown or at.info
+        # it ignores the scenario: no controls in the sidebar, but the scenario is remembered
+        assert not at.sidebar.get("slider") and not at.sidebar.get("selectbox")
+        values = at.session_state[controls.STATE_KEY].values
+        assert values["arrival_rate_rps"] == 20.0 and values["duration_s"] == 60.0
 
 
 def test_sweeps_figure_preset_and_work_cap():
     at = ok(app(**FAST).run())
-    at.switch_page("views/sweeps.py")
+    goto(at, "sweeps")
     ok(at.run())
+    assert at.title[0].value == "Sweeps"
     assert at.selectbox(key="sweep_x").value == "arrival_rate_rps"
     assert len(charts(at)) == 3  # TTFT p50, p99, swap rate vs x
     at.selectbox(key="sweep_figure").set_value("Distribution effect (Zipf skew)")

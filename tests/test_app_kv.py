@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
+from streamlit.util import calc_hash
 
 from app import page_findings, page_kv
 
@@ -18,8 +19,9 @@ MAIN = str(ROOT / "app" / "main.py")
 TIMEOUT = 180
 #: Keeps the What-if page (run first, as the home page) short.
 FAST = {"duration_s": "60"}
-KV_PAGE = "views/kv_interference.py"
-FINDINGS_PAGE = "views/findings.py"
+#: url paths (the pages are functions: AppTest.switch_page cannot address them, see tests/test_app_pages.py).
+KV_PAGE = "kv_interference"
+FINDINGS_PAGE = "findings"
 
 
 def ok(at: AppTest) -> AppTest:
@@ -32,7 +34,7 @@ def on_page(page: str) -> AppTest:
     for k, v in FAST.items():
         at.query_params[k] = v
     ok(at.run())
-    at.switch_page(page)
+    at._page_hash = calc_hash(page)
     return ok(at.run())
 
 
@@ -45,8 +47,9 @@ def table(at: AppTest) -> pd.DataFrame:
 def test_kv_page_renders_table_charts_and_frontier():
     at = on_page(KV_PAGE)
     assert at.title[0].value == "KV interference"
-    assert len(at.sidebar.children) > 0, "the shared controls stay in the sidebar"
-    assert at.multiselect(key="kv_policies").value == page_kv.KV_POLICIES
+    # the page's own controls, in the page; no shared scenario controls in the sidebar (only its footer)
+    assert not at.sidebar.get("slider") and not at.sidebar.get("multiselect") and len(at.sidebar.children) > 0
+    assert at.main.multiselect(key="kv_policies").value == page_kv.KV_POLICIES
     assert at.slider(key="kv_rate").value == 78.0  # the qwen2-0.5b preset's rate
     df = table(at)
     assert list(df["policy"]) == page_kv.KV_POLICIES

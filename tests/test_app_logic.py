@@ -10,8 +10,7 @@ import pandas as pd
 import pytest
 
 from app import controls, exports, sweep
-from engine import STRATEGIES, Scenario, simulate
-from engine import presets
+from engine import STRATEGIES, Scenario, presets, simulate
 
 
 def test_every_control_is_a_scenario_field_with_help():
@@ -86,6 +85,21 @@ def test_share_query_round_trips():
     assert not issues
     strip = lambda d: {k: v for k, v in d.items() if not k.startswith("_")}  # noqa: E731
     assert strip(back) == strip(values)
+
+
+def test_url_params_are_the_non_default_controls():
+    """What a scenario page's URL carries (app/controls.py restores it after a page without the controls)."""
+    assert controls.url_params({}) == {}
+    assert controls.url_params(controls.resolve({})[0]) == {}  # every control at its default
+    q = controls.url_params({"gpu": "h100-80gb", "zipf_s": 1.3, "strategy": ["batch", "slora"], "duration_s": 60.0,
+                             "arrival_cv": 2.0, "seed": 7})
+    # pcie_gbps follows the GPU (its default there): not carried; arrival_cv does not apply to Poisson arrivals
+    assert q == {"gpu": "h100-80gb", "zipf_s": "1.3", "strategy": ["batch", "slora"], "duration_s": "60", "seed": "7"}
+    seed = controls.url_params({"preset": "seed1-rtx3090", "zipf_s": 1.3})
+    assert seed == {"preset": "seed1-rtx3090", "zipf_s": "1.3"}  # the preset's values are its defaults
+    # what the URL carries restores the same values
+    back, issues = controls.resolve(q)
+    assert not issues and back["zipf_s"] == 1.3 and back["pcie_gbps"] == 50.0 and back["strategy"] == ["batch", "slora"]
 
 
 def test_cap_shortens_long_runs():

@@ -10,16 +10,19 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
+from streamlit.util import calc_hash
 
+from app import controls
 from app import page_validation as P
 from engine import Scenario, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = str(ROOT / "app" / "main.py")
 TIMEOUT = 180  # the first run in a fresh process may compile the Numba kernels
-#: Sidebar scenario of every test: short What-if runs, and a rate that differs from the preset's.
+#: Shared scenario of every test: short What-if runs, and a rate that differs from the preset's.
 QUERY = {"duration_s": "60", "arrival_rate_rps": "12"}
-PAGE = "views/validation.py"
+#: url path (the pages are functions: AppTest.switch_page cannot address them, see tests/test_app_pages.py).
+PAGE = "validation"
 HAVE_CSVS = all((P.VALIDATION_DIR / ds.csv).is_file() for ds in P.DATASETS)
 needs_csvs = pytest.mark.skipif(not HAVE_CSVS, reason="docs/validation/*_errors.csv not generated")
 
@@ -40,7 +43,7 @@ def on_page() -> AppTest:
     for k, v in QUERY.items():
         at.query_params[k] = v
     ok(at.run())
-    at.switch_page(PAGE)
+    at._page_hash = calc_hash(PAGE)
     return ok(at.run())
 
 
@@ -75,7 +78,8 @@ def benchmark_csv() -> bytes:
 def test_page_renders_targets_tables_and_charts():
     at = on_page()
     assert at.title[0].value == "Validation"
-    assert len(at.sidebar.children) > 0, "the shared controls stay in the sidebar"
+    # the page ignores the shared scenario: no controls in the sidebar, only its footer
+    assert not at.sidebar.get("slider") and len(at.sidebar.children) > 0
     assert not at.error and not at.info
     tiles = {m.label: m.value for m in at.metric}
     (targets,) = frames(at, "dataset", "met")
@@ -175,8 +179,9 @@ def test_fit_offers_the_fitted_scenario_and_loads_it_into_the_sidebar(media):
     assert sc.compute_eff == pytest.approx(fitted["values"]["compute_eff"])
     assert sc.to_dict() == Scenario.from_preset("default", compute_eff=sc.compute_eff).to_dict()
 
-    # the sidebar before: the test's URL scenario
-    assert at.slider(key="arrival_rate_rps").value == 12.0 and at.slider(key="duration_s").value == 60.0
+    # the shared scenario before (not drawn on this page, remembered): the test's URL scenario
+    before = at.session_state[controls.STATE_KEY].values
+    assert before["arrival_rate_rps"] == 12.0 and before["duration_s"] == 60.0
     at.button(key="use_fitted").click()
     ok(at.run())
     assert at.title[0].value == "What-if"

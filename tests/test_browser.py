@@ -2,8 +2,10 @@
 headless Chromium through Playwright.
 
 Moves a slider with the keyboard and checks that a chart and the KPIs change, opens a
-shared URL and checks the controls, opens a bad URL and checks the warning, downloads the
-per-request CSV and compares it with the engine, and saves docs/screenshot.png.
+shared URL and checks the controls, goes to a page without the scenario controls and back
+(and Back/Forward) and checks that the scenario is kept, opens a bad URL and checks the
+warning, downloads the per-request CSV and compares it with the engine, and saves
+docs/screenshot.png.
 
 Without /usr/bin/chromium (or the playwright package) the test is skipped, unless
 REQUIRE_BROWSER=1 (CI), where it fails instead.  Playwright never downloads a browser.
@@ -123,6 +125,13 @@ def wait_idle(pg, timeout: int = STEP_MS) -> None:
     pg.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
 
 
+def wait_run(pg, timeout: int = STEP_MS) -> None:
+    """Until the script has finished its run (any page: no KPIs needed)."""
+    for _ in range(2):
+        pg.wait_for_timeout(700)
+        pg.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
+
+
 def open_app(pg, base: str, query: str = "") -> None:
     pg.goto(f"{base}/{query}")
     wait_idle(pg, LOAD_MS)
@@ -183,6 +192,45 @@ def test_shared_url_restores_the_controls(page, server):
     page.get_by_test_id("stExpander").get_by_text("Share this scenario").click()
     link = page.locator('[data-testid="stSidebar"] [data-testid="stCode"]').inner_text()
     assert "arrival_rate_rps=32" in link and "gpu=h100-80gb" in link
+
+
+def test_pages_without_controls_keep_the_scenario(page, server):
+    """What-if -> Findings -> What-if through the top navigation, then Back and Forward: Findings shows no
+    scenario controls and no scenario in its URL; What-if gets both back; no history entry loses them."""
+    open_app(page, server, "?zipf_s=1.3&duration_s=60")
+    sidebar_sliders = page.locator('[data-testid="stSidebar"] input[type="range"]')
+    n = sidebar_sliders.count()
+    assert n > 10
+
+    def on_whatif_with_the_scenario() -> None:
+        assert slider(page, "Popularity skew (Zipf s)").get_attribute("value") == "1.3"
+        assert slider(page, "Duration (s)").get_attribute("value") == "60"
+        assert "zipf_s=1.3" in page.url and "duration_s=60" in page.url
+        assert page.locator('[data-testid="stMetric"]').count() == 18
+
+    page.get_by_role("link", name="Findings").click()
+    wait_run(page)
+    assert page.url.split("?")[0].endswith("/findings") and "zipf_s" not in page.url
+    assert sidebar_sliders.count() == 0
+    assert "engine" in page.locator('[data-testid="stSidebar"]').inner_text()  # the footer stays
+    page.get_by_role("link", name="What-if").click()
+    wait_idle(page)
+    assert sidebar_sliders.count() == n
+    on_whatif_with_the_scenario()
+    # Back: Findings again (at most one extra step, the entry of the navigation itself), never a reset What-if
+    for _ in range(2):
+        page.go_back()
+        wait_run(page)
+        if sidebar_sliders.count() == 0:
+            break
+        on_whatif_with_the_scenario()
+    assert page.url.split("?")[0].endswith("/findings") and sidebar_sliders.count() == 0
+    page.go_forward()
+    wait_run(page)
+    if sidebar_sliders.count():
+        wait_idle(page)
+        on_whatif_with_the_scenario()
+    assert_no_exception(page)
 
 
 def test_bad_url_warns_and_still_renders(page, server):

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from engine import Scenario, simulate
-from engine import calibrate as C
+from engine import calibration as C
 
 ROOT = Path(__file__).resolve().parents[1]
 REF = ROOT.parent / "shared" / "reference-data"
@@ -245,7 +245,7 @@ def test_vllm_preset_carries_the_reported_fit():
 
 
 def test_calibrated_presets_hold_the_fitted_values_of_the_report():
-    """engine/presets.py copies docs/validation/fitted_params.json (written by validate)."""
+    """engine/presets/scenarios.py copies docs/validation/fitted_params.json (written by validate)."""
     fitted = json.loads((ROOT / "docs" / "validation" / "fitted_params.json").read_text())
     for preset, vals in (("slora-a10g-s1", fitted["slora_s1"]["a10g"]),
                          ("slora-a100-80-s1", fitted["slora_s1"]["a100-80gb"]),

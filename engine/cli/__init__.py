@@ -10,50 +10,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import sys
 import time
 from pathlib import Path
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _fail(msg: str) -> int:
-    print(f"error: {msg}", file=sys.stderr)
-    return 2
-
-
-def _parse_sets(items):
-    out = {}
-    for it in items or []:
-        if "=" not in it:
-            raise ValueError(f"--set: invalid value {it!r}; allowed: field=value")
-        k, v = it.split("=", 1)
-        out[k.strip()] = v
-    return out
-
-
-def _jsonable(d):
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+from .common import Parser, fail, jsonable, parse_pairs
 
 
 def cmd_run(a) -> int:
-    from .. import presets
     from ..scenario import Scenario
     from ..sim import simulate
     from ..workload import read_trace
     try:
-        over = _parse_sets(a.set)
+        over = parse_pairs(a.set)
         if a.strategy:
             over["strategy"] = a.strategy
         if a.scenario:
             try:
                 text = Path(a.scenario).read_text()
             except OSError as e:
-                return _fail(f"--scenario: cannot read {a.scenario!r} ({e.strerror})")
+                return fail(f"--scenario: cannot read {a.scenario!r} ({e.strerror})")
             sc = Scenario.from_json(text).replace(**over) if over else Scenario.from_json(text)
         else:
             sc = Scenario.from_preset(a.preset, **over)
@@ -61,13 +36,13 @@ def cmd_run(a) -> int:
         trace = None
         if a.trace:
             if not Path(a.trace).is_file():
-                return _fail(f"--trace: no such file {a.trace!r}")
+                return fail(f"--trace: no such file {a.trace!r}")
             trace = read_trace(a.trace, sc)
         t0 = time.perf_counter()
         res = simulate(sc, trace=trace)
         wall = time.perf_counter() - t0
     except ValueError as e:
-        return _fail(str(e))
+        return fail(str(e))
     if a.out:
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -78,7 +53,7 @@ def cmd_run(a) -> int:
         pd.DataFrame([{"strategy": sc.strategy, **res.summary}]).to_csv(out / "summary.csv", index=False)
         (out / "scenario.json").write_text(sc.to_json())
     if a.json:
-        print(json.dumps(_jsonable(res.summary), allow_nan=False))
+        print(json.dumps(jsonable(res.summary), allow_nan=False))
     else:
         s = res.summary
         print(f"{sc.strategy} on {sc.gpu}/{sc.model}: {s['requests']} requests, {s['completed']} completed "
@@ -115,8 +90,8 @@ def cmd_presets(a) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m engine", description="LoRA What-If: simulate multi-LoRA serving on one GPU.")
-    sub = p.add_subparsers(dest="cmd", parser_class=_Parser)
+    p = Parser(prog="python -m engine", description="LoRA What-If: simulate multi-LoRA serving on one GPU.")
+    sub = p.add_subparsers(dest="cmd", parser_class=Parser)
     r = sub.add_parser("run", help="simulate one scenario")
     r.add_argument("--preset", default="default", help="scenario preset (see `presets`)")
     r.add_argument("--scenario", help="scenario.json to start from instead of a preset")

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .metrics import mean_ci
-from .scenario import Scenario
-from .sim import simulate
+from ...metrics import mean_ci
+from ...scenario import Scenario
+from ...sim import simulate
 
 MODELS = ("qwen2-0.5b", "qwen2-1.5b")
 WORKLOADS = ("heavy", "heavy_mixed")

@@ -1,4 +1,0 @@
-"""Model page (code: app/page_model.py)."""
-from app.page_model import render
-
-render()

@@ -1,4 +1,0 @@
-"""Validation page (code: app/page_validation.py)."""
-from app.page_validation import render
-
-render()

@@ -1,0 +1,85 @@
+"""Calibration: fit the cost model's free parameters to measured serving runs, and check them.
+
+Invariants:
+
+* the calibration uses the model (``engine.scenario``, ``engine.sim``, ``engine.workload``,
+  ``engine.presets``); the model never imports the calibration;
+* the calibration never imports ``engine.studies`` or the CLI (``engine.cli``, whose
+  ``engine/cli/calibration.py`` holds the ``calibrate`` and ``validate`` commands);
+* fits are deterministic for given data and seeds (fixed request streams: common random numbers).
+
+Modules, from the bottom up (no cycles between them):
+
+* ``measurements``: reading a measurement file (``vllm bench serve`` / ``benchmark_serving.py``
+  metric columns plus Scenario fields as extra columns);
+* ``cases``: a ``Case`` (one measured run), simulating cases, error tables;
+* ``fitting``: ``fit(base, data)`` and ``fit_cases``, bounded least squares on relative error;
+* ``refdata``: where ``shared/reference-data`` lives;
+* ``slora_s1``, ``vllm_runs``: the reference datasets as Cases; ``feasibility``: which vLLM
+  runs refuse to start (``failed_insufficient_KV_cache_memory``);
+* ``report``: the validation report (``run_validation``, docs/validation.md).
+
+Import the names from this package, not from its modules.
+"""
+from .cases import Case, engine_metrics, error_table, simulate_case, simulate_cases, summarize_errors, typed_values
+from .feasibility import feasibility_accuracy, feasibility_reserve_bracket, feasibility_table, vllm_feasibility
+from .fitting import (
+    DEFAULT_PARAMS,
+    FIT_BOUNDS,
+    FitResult,
+    _check_params,  # noqa: F401  (the CLI validates --params before loading data)
+    fit,
+    fit_cases,
+    measurement_cases,
+)
+from .measurements import EXTRA_METRICS, METRIC_COLUMNS, load_measurements, row_scenario
+from .refdata import REF_DIR
+from .report import (
+    FEASIBILITY_TARGET,
+    SLORA_PARAMS,
+    SLORA_TRAIN_SUITES,
+    TARGETS,
+    VLLM_MAX_NFEV,
+    VLLM_PARAMS,
+    VLLM_START,
+    _vllm_train,  # noqa: F401  (the tests pick the vLLM training split with it)
+    at_bounds,
+    run_validation,
+)
+from .slora_s1 import SLORA_SEED, slora_cases, slora_metrics, slora_trace
+from .vllm_runs import (
+    SHAREGPT_MEAN_IN,
+    SHAREGPT_MEAN_OUT,
+    VLLM_GPU,
+    VLLM_GPU_MEM_UTIL,
+    VLLM_LOAD_LATENCY_MS,
+    VLLM_LORA_EXTRA_VOCAB,
+    VLLM_MAX_MODEL_LEN,
+    VLLM_MODEL,
+    VLLM_PCIE_GBPS,
+    VLLM_RESERVE_GIB,
+    vllm_cases,
+    vllm_metrics_factory,
+    vllm_slot_bytes,
+    vllm_trace,
+)
+
+__all__ = [
+    # measurement files
+    "METRIC_COLUMNS", "EXTRA_METRICS", "load_measurements", "row_scenario",
+    # cases and errors
+    "Case", "engine_metrics", "typed_values", "simulate_case", "simulate_cases", "error_table",
+    "summarize_errors",
+    # fitting
+    "FIT_BOUNDS", "DEFAULT_PARAMS", "FitResult", "fit_cases", "measurement_cases", "fit",
+    # reference data
+    "REF_DIR",
+    "SLORA_SEED", "slora_trace", "slora_metrics", "slora_cases",
+    "VLLM_GPU", "VLLM_MODEL", "VLLM_GPU_MEM_UTIL", "VLLM_MAX_MODEL_LEN", "VLLM_RESERVE_GIB",
+    "VLLM_LORA_EXTRA_VOCAB", "VLLM_LOAD_LATENCY_MS", "VLLM_PCIE_GBPS", "SHAREGPT_MEAN_IN", "SHAREGPT_MEAN_OUT",
+    "vllm_slot_bytes", "vllm_trace", "vllm_metrics_factory", "vllm_cases",
+    "vllm_feasibility", "feasibility_table", "feasibility_accuracy", "feasibility_reserve_bracket",
+    # validation report
+    "TARGETS", "FEASIBILITY_TARGET", "SLORA_PARAMS", "SLORA_TRAIN_SUITES", "VLLM_PARAMS", "VLLM_START",
+    "VLLM_MAX_NFEV", "at_bounds", "run_validation",
+]

@@ -1,0 +1,183 @@
+"""GPU presets: public spec-sheet figures (memory, HBM bandwidth, dense FP16 peak, PCIe).
+
+Conventions are in the package docstring (engine/presets/__init__.py).
+"""
+
+from dataclasses import dataclass
+
+from .units import unknown
+
+# Practical host->device bandwidth of an x16 link, GB/s (see module docstring).
+_PCIE4_X16_GBPS = 25.0
+_PCIE5_X16_GBPS = 50.0
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str  # key, e.g. "rtx3090"
+    label: str  # human label, e.g. "NVIDIA RTX 3090 24 GB"
+    memory_gib: float  # total device memory in GiB (2**30 bytes)
+    hbm_gbps: float  # peak memory bandwidth, GB/s (1e9 bytes/s)
+    fp16_tflops: float  # dense FP16/BF16 tensor-core peak (FP32 accumulate), TFLOP/s
+    pcie_gbps: float  # practical host->device bandwidth of its PCIe link, GB/s
+    source: str  # URL/citation of the spec sheet the numbers come from
+
+
+
+
+# ---------------------------------------------------------------------------
+# GPUs
+# ---------------------------------------------------------------------------
+
+_AMPERE_GA102_WP = (
+    "NVIDIA Ampere GA102 GPU Architecture whitepaper v2, Appendix A, Table 9 "
+    "(GeForce RTX 3090): "
+    "https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf"
+)
+_ADA_WP = (
+    "NVIDIA Ada GPU Architecture whitepaper, Appendix A, Table 2 "
+    "(GeForce RTX 4090): "
+    "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf"
+)
+_L4_DS = (
+    "NVIDIA L4 Tensor Core GPU datasheet: "
+    "https://www.nvidia.com/en-us/data-center/l4/"
+)
+_A10G_SRC = (
+    "AWS EC2 G5 instance page (A10G: 24 GB GDDR6, 600 GB/s): "
+    "https://aws.amazon.com/ec2/instance-types/g5/ ; dense FP16 tensor figure "
+    "(70 TFLOPS) as tabulated in Baseten, 'NVIDIA A10 vs A10G for ML model "
+    "inference': https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/"
+)
+_A100_DS = (
+    "NVIDIA A100 Tensor Core GPU datasheet (SXM column): "
+    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+    "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
+)
+_H100_DS = (
+    "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM column): "
+    "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet"
+)
+_H200_DS = (
+    "NVIDIA H200 Tensor Core GPU product page/datasheet (H200 SXM column): "
+    "https://www.nvidia.com/en-us/data-center/h200/"
+)
+_H100_64_SRC = (
+    "BSC MareNostrum 5 ACC partition (4x NVIDIA Hopper H100 64 GB HBM2 per "
+    "node, SXM): https://www.bsc.es/marenostrum/marenostrum-5 ; compute taken "
+    "from the H100 SXM datasheet "
+    "(https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet); "
+    "bandwidth is an ASSUMPTION, not a published NVIDIA figure: 4 HBM2e "
+    "stacks x 1024 bit x 3.2 Gb/s = 1638.4 GB/s (~1.6 TB/s)"
+)
+
+GPUS: dict[str, GPU] = {
+    "rtx3090": GPU(
+        name="rtx3090",
+        label="NVIDIA RTX 3090 24 GB",
+        memory_gib=24.0,  # 24 GB GDDR6X
+        hbm_gbps=936.0,  # 384-bit GDDR6X @ 19.5 Gb/s
+        # GA102 whitepaper: FP16 tensor with FP16 accumulate = 142 dense / 284
+        # sparse; with FP32 accumulate = 71 dense / 142 sparse (GeForce runs
+        # FP32 accumulate at half rate).  We use the FP32-accumulate dense one.
+        fp16_tflops=71.0,
+        pcie_gbps=_PCIE4_X16_GBPS,  # PCIe 4.0 x16
+        source=_AMPERE_GA102_WP,
+    ),
+    "rtx4090": GPU(
+        name="rtx4090",
+        label="NVIDIA RTX 4090 24 GB",
+        memory_gib=24.0,  # 24 GB GDDR6X
+        hbm_gbps=1008.0,  # 384-bit GDDR6X @ 21 Gb/s
+        # Ada whitepaper: FP16 tensor with FP16 accumulate = 330.3 dense /
+        # 660.6 sparse; with FP32 accumulate = 165.2 dense / 330.4 sparse.
+        # FP32-accumulate dense figure used.
+        fp16_tflops=165.2,
+        pcie_gbps=_PCIE4_X16_GBPS,  # PCIe 4.0 x16
+        source=_ADA_WP,
+    ),
+    "l4": GPU(
+        name="l4",
+        label="NVIDIA L4 24 GB (PCIe)",
+        memory_gib=24.0,  # 24 GB GDDR6
+        hbm_gbps=300.0,
+        # Datasheet: FP16/BF16 tensor 242 TFLOPS *with sparsity* -> 121 dense.
+        fp16_tflops=121.0,
+        pcie_gbps=_PCIE4_X16_GBPS,  # PCIe 4.0 x16 (datasheet: 64 GB/s bidir.)
+        source=_L4_DS,
+    ),
+    "a10g": GPU(
+        name="a10g",
+        label="NVIDIA A10G 24 GB (AWS G5, PCIe)",
+        memory_gib=24.0,  # 24 GB GDDR6 (AWS)
+        hbm_gbps=600.0,  # AWS: 600 GB/s, same as the NVIDIA A10
+        # The A10G is an AWS-only GA102 variant; NVIDIA publishes no datasheet
+        # for it.  AWS quotes memory and bandwidth; the dense FP16 tensor peak
+        # (70 TFLOPS, FP32 accumulate, GeForce-style half rate) comes from
+        # Baseten's A10 vs A10G comparison.  For reference, the NVIDIA A10
+        # datasheet gives 125 dense / 250 sparse.  Least certain figure here.
+        fp16_tflops=70.0,
+        pcie_gbps=_PCIE4_X16_GBPS,  # PCIe 4.0 x16
+        source=_A10G_SRC,
+    ),
+    "a100-40gb": GPU(
+        name="a100-40gb",
+        label="NVIDIA A100 40 GB (SXM4)",
+        memory_gib=40.0,  # 40 GB HBM2
+        hbm_gbps=1555.0,  # SXM4, 40 GB HBM2
+        fp16_tflops=312.0,  # datasheet 312 dense / 624 sparse
+        pcie_gbps=_PCIE4_X16_GBPS,  # host link is PCIe 4.0 x16
+        source=_A100_DS,
+    ),
+    "a100-80gb": GPU(
+        name="a100-80gb",
+        label="NVIDIA A100 80 GB (SXM4)",
+        memory_gib=80.0,  # 80 GB HBM2e
+        hbm_gbps=2039.0,  # SXM4 80 GB (the PCIe card is 1935 GB/s)
+        fp16_tflops=312.0,  # datasheet 312 dense / 624 sparse
+        pcie_gbps=_PCIE4_X16_GBPS,  # host link is PCIe 4.0 x16
+        source=_A100_DS,
+    ),
+    "h100-80gb": GPU(
+        name="h100-80gb",
+        label="NVIDIA H100 80 GB (SXM5)",
+        memory_gib=80.0,  # 80 GB HBM3
+        hbm_gbps=3350.0,  # SXM5 (the H100 PCIe card is 2000 GB/s, HBM2e)
+        # Datasheet: FP16/BF16 tensor 1979 TFLOPS with sparsity -> 989.4 dense
+        # (Hopper whitepaper gives 989.4 dense for SXM5).
+        fp16_tflops=989.4,
+        pcie_gbps=_PCIE5_X16_GBPS,  # host link is PCIe 5.0 x16
+        source=_H100_DS,
+    ),
+    "h100-64gb": GPU(
+        name="h100-64gb",
+        label="NVIDIA H100 64 GB (SXM, HBM2e; e.g. MareNostrum 5)",
+        memory_gib=64.0,  # 64 GB HBM2e (4 stacks x 16 GB)
+        # ASSUMPTION: NVIDIA publishes no datasheet for this HPC-only SKU.
+        # 4 HBM2e stacks at the same 3.2 Gb/s pin rate as the 5-stack H100
+        # PCIe (5 x 1024 bit x 3.2 Gb/s ~ 2.0 TB/s) give 1638.4 GB/s.
+        hbm_gbps=1638.4,
+        # ASSUMPTION: same GH100 SXM5 silicon/clocks as the 80 GB SXM part.
+        fp16_tflops=989.4,
+        pcie_gbps=_PCIE5_X16_GBPS,  # PCIe 5.0 x16 host link
+        source=_H100_64_SRC,
+    ),
+    "h200": GPU(
+        name="h200",
+        label="NVIDIA H200 141 GB (SXM)",
+        memory_gib=141.0,  # "141 GB" HBM3e, read as GiB like the others
+        hbm_gbps=4800.0,  # 4.8 TB/s
+        # Datasheet: FP16/BF16 tensor 1979 TFLOPS with sparsity -> 989.4 dense
+        # (same GH100 compute as H100 SXM).
+        fp16_tflops=989.4,
+        pcie_gbps=_PCIE5_X16_GBPS,  # host link is PCIe 5.0 x16
+        source=_H200_DS,
+    ),
+}
+
+
+def get_gpu(name: str) -> GPU:
+    try:
+        return GPUS[name]
+    except KeyError:
+        raise unknown("gpu", name, GPUS) from None

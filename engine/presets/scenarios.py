@@ -1,0 +1,152 @@
+"""Named scenarios: overrides of engine.Scenario's defaults (source settings, benchmark workloads,
+calibrated presets). Pure data: checked against the Scenario fields by the tests.
+"""
+
+# ---------------------------------------------------------------------------
+# Named scenarios (overrides of engine.Scenario's defaults)
+# ---------------------------------------------------------------------------
+
+SCENARIOS: dict[str, dict] = {
+    # The reference setup of the multi-LoRA serving simulator (shared/seeds/multi-lora-serving-sim.txt):
+    # RTX 3090 24 GB, LLaMA-7B fp16 (~13 GB of weights), 10 GB adapter budget, 16 GB/s PCIe, 500
+    # adapters of ~100 MB (rank 48 on q,k,v,o = 96 MiB = 100.7 MB), Zipf popularity: the adapter
+    # working set (~47 GiB) is far larger than the budget.  The seed reports decode at 8.5 ms/token
+    # ("output_len=8 (decode68ms)"); service is therefore in fixed mode with that figure.  Its
+    # prefill time is not stated: 0.055 ms/token x 128 tokens = 7 ms, chosen so that naive TTFT
+    # without swaps is near the seed's non-swap share (10.5 ms x (1 - 0.29)).  Stated, not fitted.
+    "seed1-rtx3090": dict(
+        gpu="rtx3090", model="llama-7b", vram_budget_gb=10.0, pcie_gbps=16.0, num_adapters=500,
+        adapter_rank=48, target_modules="qkvo", popularity="zipf", zipf_s=1.0, arrival_rate_rps=64.0,
+        prompt_tokens=128, output_tokens=8, service_mode="fixed", prefill_ms_per_token=0.055,
+        decode_ms_per_token=8.5, step_overhead_ms=0.0, lora_ms_per_adapter=0.0, load_latency_ms=0.0,
+        max_batch_size=32, batch_window_ms=25.0, duration_s=60.0, warmup_s=5.0, gpu_mem_util=1.0,
+        reserve_gb=0.3, slo_ttft_ms=50.0, load_mode="sync",
+    ),
+    # Default dashboard scenario: Llama-2-7B on an A100 80 GB, roofline service, 200 rank-16
+    # adapters under a 2 GiB budget (64 fit), Zipf 1.0, 20 req/s; hot_set pins 48 (16 swap slots).
+    "default": dict(
+        gpu="a100-80gb", model="llama-2-7b", vram_budget_gb=2.0, pcie_gbps=25.0, num_adapters=200,
+        adapter_rank=16, zipf_s=1.0, arrival_rate_rps=20.0, prompt_tokens=256, output_tokens=64,
+        max_batch_size=64, duration_s=600.0, warmup_s=30.0, slo_ttft_ms=200.0, service_mode="roofline",
+        gpu_mem_util=0.9, reserve_gb=2.0, load_mode="sync", batch_window_ms=20.0, hot_set_k=48,
+    ),
+    # The vLLM multi-LoRA benchmark (shared/seeds/vllm-multi-lora-benchmark.txt): Llama-3.1-8B fp16 on
+    # "a single 80 GB GPU on Vast.ai" (its memory run is labelled H100, hence h100-80gb), 1,000 synthetic
+    # rank-16 adapters (target modules not stated: q,k,v,o assumed, 26 MiB each), closed-loop clients
+    # (concurrency 32), max_loras 32, uniform traffic (zipf_s 0; the skewed runs use Zipf), one fixed
+    # prompt (length not stated: 64 tokens assumed), 128 output tokens.  vLLM defaults: max_num_seqs
+    # 256, gpu_memory_utilization 0.9; the adapter budget holds 128 slots (the largest max_loras swept);
+    # the host cache is unlimited and warm (all adapters registered before measuring); KV on demand
+    # (vLLM's paged cache; 32 clients never fill it).  Roofline service, not calibrated.  The source measures 1,000 requests per case; we run for duration_s.
+    "seed3-llama31-8b-80gb": dict(
+        gpu="h100-80gb", model="llama-3.1-8b", vram_budget_gb=4.0, pcie_gbps=50.0, num_adapters=1000,
+        adapter_rank=16, target_modules="qkvo", popularity="zipf", zipf_s=0.0, strategy="vllm",
+        arrival_process="closed", concurrency=32, max_loras=32, max_cpu_loras=0, host_warm=True,
+        prompt_tokens=64, output_tokens=128, max_batch_size=256, max_batched_tokens=8192,
+        service_mode="roofline", gpu_mem_util=0.9, reserve_gb=2.0, load_mode="sync",
+        duration_s=60.0, warmup_s=5.0, slo_ttft_ms=200.0, kv_reservation="on_demand",
+    ),
+}
+
+# The LoRA/KV interference benchmark (shared/seeds/lora-kv-interference-bench.txt): adapters and KV in
+# one contiguous arena (memory_mode unified, kv_allocator contiguous), Qwen2-0.5B with adapters of
+# 4-24 MiB (q,k,v,o at ranks 16/32/64/96) and Qwen2-1.5B with 8-64 MiB (ranks 16/32/64/128), 100
+# adapters, Zipf 1.0.  The source does not state its GPU or memory sizes: we use an A10G with a small
+# KV cache (kv_cache_gb) so that memory, not compute, binds, and adapter space of 128/256 MiB.
+# Workloads (ours; the source names them without definitions):
+#   heavy       - uniform lengths (prompt 256 +-50%, output 128 +-50%) at an arrival rate of about 90%
+#                 of what the GPU serves with a single adapter (measured in this model: ~87 req/s for
+#                 Qwen2-0.5B, ~30 req/s for Qwen2-1.5B), so KV memory stays nearly full;
+#   heavy_mixed - the same means with lognormal lengths (CV 1.0): a mix of short and long requests,
+#                 whose extents differ in size, the case that fragments a contiguous arena.
+_KV_COMMON = dict(gpu="a10g", memory_mode="unified", kv_allocator="contiguous", num_adapters=100,
+                  popularity="zipf", zipf_s=1.0, prompt_tokens=256, output_tokens=128, max_batch_size=64,
+                  service_mode="roofline", load_mode="sync", gpu_mem_util=0.9, reserve_gb=1.0,
+                  duration_s=40.0, warmup_s=5.0, drain_s=5.0, slo_ttft_ms=1000.0, pcie_gbps=25.0,
+                  strategy="single_adapter")
+_KV_MODELS = {
+    "qwen2-0.5b": dict(model="qwen2-0.5b", adapter_ranks=(16, 32, 64, 96), vram_budget_gb=0.125,
+                       kv_cache_gb=0.25, arrival_rate_rps=78.0),
+    "qwen2-1.5b": dict(model="qwen2-1.5b", adapter_ranks=(16, 32, 64, 128), vram_budget_gb=0.25,
+                       kv_cache_gb=0.5, arrival_rate_rps=27.0),
+}
+_KV_WORKLOADS = {
+    "heavy": dict(length_dist="uniform", length_spread=0.5),
+    "heavy_mixed": dict(length_dist="lognormal", length_spread=1.0),
+}
+for _m, _mv in _KV_MODELS.items():
+    for _w, _wv in _KV_WORKLOADS.items():
+        SCENARIOS[f"kv-{_m}-{_w}"] = {**_KV_COMMON, **_mv, **_wv}
+
+# ---------------------------------------------------------------------------
+# Calibrated presets (engine/calibration/, `python -m engine validate`; per-run errors in
+# docs/validation.md).  Fitted values are effective cost-model parameters, not measurements.
+# ---------------------------------------------------------------------------
+
+# S-LoRA (S-LoRA/S-LoRA @ c1ddf488, benchmarks/paper, setting S1; shared/reference-data/
+# slora_s1_results.csv): LLaMA-7B fp16 on an A10G 24 GB, 200 rank-8 adapters (q,k,v,o), uniform
+# popularity (power law alpha 1), Poisson 2 req/s, lengths uniform in [8, 512), unified pool of
+# 14500 tokens (reserve_gb = 24 - weights - pool).  compute_eff, bw_eff, step_overhead_ms,
+# lora_ms_per_adapter fitted on the 9 A10G runs of the num-adapter and req-rate sweeps, each replaying
+# the request stream it received (calibration.slora_trace): throughput MAPE 1.8 % (worst 2.7 %), mean
+# TTFT MAPE 8.1 % (worst 27 %); on the 12 held-out A10G runs (cv sweep, no-pool ablation) throughput
+# MAPE 2.3 %, mean TTFT MAPE 10.2 %.  bw_eff (1.0) and step_overhead_ms (~0) sit at their bounds:
+# effective values, not hardware properties (docs/validation.md).
+SCENARIOS["slora-a10g-s1"] = dict(
+    gpu="a10g", model="llama-7b", strategy="slora", memory_mode="unified", load_mode="async",
+    gpu_mem_util=1.0, reserve_gb=4.3686, vram_budget_gb=0.0, num_adapters=200, adapter_rank=8,
+    target_modules="qkvo", popularity="power", power_alpha=1.0, arrival_process="gamma",
+    arrival_rate_rps=2.0, arrival_cv=1.0, prompt_tokens=260, output_tokens=260, length_dist="uniform",
+    length_spread=0.969171, max_batch_size=1024, max_batched_tokens=2416, duration_s=300.0,
+    warmup_s=10.0, drain_s=900.0, slo_ttft_ms=6000.0, load_latency_ms=0.5,
+    compute_eff=0.3258200375118649, bw_eff=0.9999996297917474, step_overhead_ms=0.0008416979049186146,
+    lora_ms_per_adapter=0.04229116357418128,
+)
+
+# The same S-LoRA setting S1 on an A100 80 GB (the `a100-80-table` suite: 5/100/1000/2000 adapters at
+# 10 req/s for 120 s, pool of 125,000 tokens; example point 1,000 adapters), fitted separately on its 4
+# runs (replayed streams): throughput MAPE 4.9 % (worst 7.6 %), mean TTFT MAPE 47 % (worst 88 %).
+# IN-SAMPLE ONLY: 4 parameters, 4 runs, nothing held out.
+SCENARIOS["slora-a100-80-s1"] = {
+    **SCENARIOS["slora-a10g-s1"], "gpu": "a100-80gb", "reserve_gb": 6.4136, "num_adapters": 1000,
+    "arrival_rate_rps": 10.0, "max_batched_tokens": 20833, "duration_s": 120.0, "warmup_s": 0.0,
+    "compute_eff": 0.5617111615746141, "bw_eff": 0.7939263881459896, "step_overhead_ms": 12.52195189334281,
+    "lora_ms_per_adapter": 0.1456966601340921,
+}
+
+# vLLM ~0.8.5 (V1) serving Llama-3.1-8B-Instruct (FerranAgulloLopez/GPULLMAdapterOptimization @
+# bae36e2d; shared/reference-data/vllm_llama31_8b_multilora_runs.csv), GPU most likely an H100
+# 64 GB (UNVERIFIED).  Example point: 128 adapters of rank 8/16, 32 GPU slots (max_lora_rank 16),
+# 7.5 req/s, ShareGPT-like lognormal lengths (means 222 / 194).  vram_budget_gb = 32 vLLM LoRA
+# slots at rank 16 (all linear modules + embedding/lm_head buffers); reserve_gb 5 GiB ASSUMED
+# (see calibration.vllm_feasibility); KV on demand with recompute preemption, as vLLM.  Activation
+# 6.0 ms + bytes / 50 GB/s (~7.7 ms, from vllm_lora_load_times.csv).  compute_eff, bw_eff,
+# step_overhead_ms, lora_ms_per_adapter, lora_ms_per_slot, lora_us_per_token_slot, frontend_ms,
+# max_in_system fitted on 30 runs (max_lora_rank 16, <= 128 adapters), each simulated for its full
+# 3600 s window (docs/validation.md, docs/validation/fitted_params.json): throughput MAPE 3.4 % train /
+# 5.9 % on the 101 held-out runs; mean TPOT 13 % / 19 %; mean TTFT 11 % / 45 % (held-out median
+# 7.5 %; one held-out run near saturation is off by 32x).  max_in_system (requests in the server
+# beyond which arrivals are refused) is a hypothesis for the overloaded runs (docs/model.md 6.1).
+# The queues of few-slot, many-adapter runs take minutes to build: simulate long enough (900 s here).
+SCENARIOS["vllm-llama31-8b"] = dict(
+    gpu="h100-64gb", model="llama-3.1-8b", strategy="vllm", gpu_mem_util=0.9, reserve_gb=5.0,
+    vram_budget_gb=2.8789, max_loras=32, max_cpu_loras=128, host_warm=True, num_adapters=128,
+    adapter_rank=16, adapter_ranks=(8, 16), target_modules="all", popularity="power", power_alpha=1.0,
+    arrival_process="poisson", arrival_rate_rps=7.5, prompt_tokens=222, output_tokens=194,
+    length_dist="lognormal", length_spread=1.0, max_batch_size=2048, max_batched_tokens=2048,
+    kv_reservation="on_demand", duration_s=900.0, warmup_s=60.0, slo_ttft_ms=1000.0,
+    load_latency_ms=6.0, pcie_gbps=50.0,
+    compute_eff=0.29996428451525015, bw_eff=0.9362150828582338, step_overhead_ms=4.128901430375914,
+    lora_ms_per_adapter=0.3509963177570171, lora_ms_per_slot=0.0696038977923934,
+    lora_us_per_token_slot=0.3329448900321638, frontend_ms=8.09075204204077, max_in_system=22113,
+)
+
+# The vLLM multi-LoRA benchmark's design (seed3-llama31-8b-80gb) fitted to its three published
+# uniform-traffic points (concurrency 32, max_loras 32: 1,935 / 1,489 / 884 output tokens/s with
+# 1 / 10 / 1,000 adapters) with `python -m engine calibrate --params
+# lora_ms_per_adapter,step_overhead_ms`: lora_ms_per_adapter 0.628, step_overhead_ms 9.16; the fit
+# reproduces the three points within 1.0 / 1.8 / 0.8 % (in-sample: 2 parameters, 3 points).  The
+# skewed-traffic and max_loras figures the source withholds are predictions of this preset, not fits.
+SCENARIOS["seed3-llama31-8b-80gb-calibrated"] = {
+    **SCENARIOS["seed3-llama31-8b-80gb"], "lora_ms_per_adapter": 0.628446, "step_overhead_ms": 9.1616,
+}
