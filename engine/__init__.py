@@ -5,14 +5,15 @@
     >>> r.summary["ttft_p50_ms"]  # doctest: +SKIP
 
 The public API is this module, ``engine.presets``, ``engine.calibration`` and
-``engine.studies`` (their package namespaces). Everything else under
+``engine.planner`` and ``engine.studies`` (their package namespaces). Everything else under
 ``engine/`` is internal: the app imports only the public API (an
 import-linter contract in pyproject.toml checks it; docs/architecture.md maps
 the layers).
 """
 from . import presets
 from .metrics import mean_ci
-from .policies import STRATEGIES
+from .policies import STRATEGIES, contenders_excluded
+from .ranking import Ranking, rank
 from .scenario import ENUMS, MAX_REQUESTS, Scenario
 from .sim import SimResult, compare, simulate
 from .workload import read_trace
@@ -20,4 +21,4 @@ from .workload import read_trace
 ENGINE_VERSION = "0.2.0"
 
 __all__ = ["Scenario", "SimResult", "STRATEGIES", "ENUMS", "MAX_REQUESTS", "simulate", "compare", "read_trace",
-           "mean_ci", "presets", "ENGINE_VERSION"]
+           "mean_ci", "contenders_excluded", "rank", "Ranking", "presets", "ENGINE_VERSION"]

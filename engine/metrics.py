@@ -59,6 +59,8 @@ def summarize(sc, req, counters: dict) -> dict:
         "load_wait_mean_ms": mean(lw),
         "prefill_mean_ms": mean(col("prefill_ms")[done]),
         "tpot_mean_ms": mean(tpot),
+        "tpot_p90_ms": _pct(tpot, 90),
+        "tpot_p99_ms": _pct(tpot, 99),
         "e2e_mean_ms": mean(col("e2e_ms")[done]),
         "e2e_p99_ms": _pct(col("e2e_ms")[done], 99),
         "throughput_req_s": float(in_win.sum() / window),
@@ -73,6 +75,26 @@ def summarize(sc, req, counters: dict) -> dict:
     }
     s.update(counters)
     return s
+
+
+#: A run is stable when it completes at least this share of the requests that arrived in the
+#: window (the rest would still be queued at the end of the drain)...
+STABLE_COMPLETED_FRAC = 0.99
+#: ... and its throughput is at least this share of the arrival rate it actually saw in the window
+#: (arrivals / window: the realised rate, so that Poisson noise in the arrival count does not count
+#: as a backlog).  An overloaded server falls behind by (offered - capacity) / offered.
+STABLE_THROUGHPUT_FRAC = 0.95
+
+
+def stable(summary, window_s: float) -> bool:
+    """The server keeps up: (almost) every request of the ``window_s`` measurement window completes, the
+    throughput follows the arrivals, nothing refused, no deadlock (the planner's rule, docs/model.md 10)."""
+    n = summary.get("requests", 0)
+    if not n or summary.get("deadlock") or summary.get("dropped_total", 0) > 0:
+        return False
+    if summary["completed"] < STABLE_COMPLETED_FRAC * n:
+        return False
+    return summary["throughput_req_s"] >= STABLE_THROUGHPUT_FRAC * n / window_s
 
 
 def mean_ci(x: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:

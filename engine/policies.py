@@ -41,6 +41,9 @@ class Policy:
     cluster: int = 0                 # once the batch holds this many adapters, prefer them
     max_resident: int = 0            # cap on resident adapters (0: memory / max_loras only)
     single_adapter: bool = False     # map all traffic onto adapter 0 (baseline)
+    #: "policy" (a contender), "bound" (an offline optimum: reported, never a winner) or "baseline"
+    #: (a reference point, e.g. a single adapter: reported, never a winner).  Read by engine.rank's callers.
+    role: str = "policy"
 
 
 STRATEGIES: dict[str, Policy] = {p.name: p for p in [
@@ -59,7 +62,7 @@ STRATEGIES: dict[str, Policy] = {p.name: p for p in [
            "cache; loads stall the step", load_mode="sync"),
     Policy("oracle", "Belady's offline-optimal eviction (evict the adapter needed furthest in the "
            "future) on the FCFS order, budget prefilled with the most popular adapters: a lower "
-           "bound on loads", evict=EVICT_BELADY, preload_all=True, strict_fcfs=True),
+           "bound on loads", evict=EVICT_BELADY, preload_all=True, strict_fcfs=True, role="bound"),
     Policy("slora", "S-LoRA: one unified pool for adapters and KV, asynchronous prefetch of the "
            "adapters of queued requests, FCFS with skip, adapter clustering (prefer adapters "
            "already in the batch once it holds 8)", load_mode="async", memory_mode="unified",
@@ -69,7 +72,7 @@ STRATEGIES: dict[str, Policy] = {p.name: p for p in [
            preload_all=True),
     # --- the policies of the LoRA/KV interference benchmark (shared/seeds/lora-kv-interference-bench.txt)
     Policy("single_adapter", "baseline: all traffic on one adapter (adapter 0), FCFS, no swaps",
-           single_adapter=True),
+           single_adapter=True, role="baseline"),
     Policy("round_robin_k1", "one resident adapter; strict FCFS, so each change of adapter between "
            "consecutive requests is a swap", max_resident=1, strict_fcfs=True),
     Policy("batch_t4_k2", "switch adapters only when at least 4 requests wait for another one (or its "
@@ -81,6 +84,11 @@ STRATEGIES: dict[str, Policy] = {p.name: p for p in [
     Policy("hotset_batch_t4", "hotset_32mb plus batch_t4 grouping (threshold 4) for the others",
            hot_set_mb=32.0, order=ORDER_GROUPED, threshold=4, evict=EVICT_LRU_IDLE_FIRST),
 ]}
+
+
+def contenders_excluded(strategies) -> list[str]:
+    """The strategies among ``strategies`` that never win a comparison: bounds and baselines."""
+    return [s for s in strategies if STRATEGIES[s].role != "policy"]
 
 
 def hot_set_pins(sc, auto: bool = False) -> list[int]:

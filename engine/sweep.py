@@ -20,7 +20,7 @@ import multiprocessing as mp
 import os
 import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ import pandas as pd
 from .metrics import mean_ci
 from .policies import STRATEGIES
 from .scenario import Scenario
+from .sim import simulate
 
 #: Upper bound on the runs one sweep may launch (protects the machine and the hosted app).
 MAX_RUNS = 100_000
@@ -119,12 +120,6 @@ def _summary_row(summary: dict) -> dict:
             if isinstance(v, (int, float, bool, np.integer, np.floating, np.bool_))}
 
 
-def _run_chunk(scenarios: list[Scenario]) -> list[dict]:
-    """Worker entry point: simulate each scenario, return the numeric summaries."""
-    from .sim import simulate
-    return [_summary_row(simulate(sc).summary) for sc in scenarios]
-
-
 def _progress_fn(progress: Progress, total: int, desc: str = "sweep"):
     """Return (update(done), close()) for a progress argument."""
     if callable(progress):
@@ -141,33 +136,35 @@ def _progress_fn(progress: Progress, total: int, desc: str = "sweep"):
     return (lambda done: None), (lambda: None)
 
 
-def run_scenarios(scenarios: list[Scenario], workers: int | None = None, progress: Progress = False,
-                  desc: str = "sweep") -> list[dict]:
-    """Simulate validated scenarios; return their numeric summaries in input order.
+def parallel_map(fn: Callable, items: Sequence, workers: int | None = None, progress: Progress = False,
+                 desc: str = "sweep", threads: bool = False) -> list:
+    """``[fn(x) for x in items]`` over a pool, in input order whatever the number of workers.
 
-    workers=None: one process per core (at most one per chunk); workers=1: in this process.
+    Processes by default (``fn`` must be a module-level function: it is pickled to ``spawn``
+    workers, which take a few seconds to start); ``threads=True`` uses threads instead, which start
+    at once and overlap inside the jitted loop (it releases the GIL: ``nogil=True``) but not in the
+    Python around it.  workers=None: one worker per core (at most one per item); workers=1: in this
+    process.  The first item runs here first: that compiles (or loads) the jitted loop once and fills
+    the on-disk Numba cache, so the workers load it instead of each compiling it again.
     """
     _check_int("workers", workers, 1, 256, allow_none=True)
-    n = len(scenarios)
+    items = list(items)
+    n = len(items)
     if n > MAX_RUNS:
         raise ValueError(f"sweep: {n} runs; allowed: at most {MAX_RUNS}")
     update, close = _progress_fn(progress, n, desc)
     if workers is None:
         workers = cpu_count()
     workers = max(1, min(workers, n - 1)) if n > 1 else 1
-    results: list[dict | None] = [None] * n
+    results: list = [None] * n
     try:
         update(0)
         if workers == 1:
-            from .sim import simulate
-            for i, sc in enumerate(scenarios):
-                results[i] = _summary_row(simulate(sc).summary)
+            for i, x in enumerate(items):
+                results[i] = fn(x)
                 update(i + 1)
         else:
-            # Run the first scenario here: compiles (or loads) the jitted loop once and fills the
-            # on-disk Numba cache, so the workers load it instead of each compiling it again.
-            from .sim import simulate
-            results[0] = _summary_row(simulate(scenarios[0]).summary)
+            results[0] = fn(items[0])
             done = 1
             update(done)
             rest = list(range(1, n))
@@ -175,9 +172,10 @@ def run_scenarios(scenarios: list[Scenario], workers: int | None = None, progres
             # progress bar moving.  Chunks interleave indices so slow regions are shared.
             n_chunks = min(len(rest), workers * 8)
             chunks = [rest[c::n_chunks] for c in range(n_chunks)]
-            ctx = mp.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
-                futs = {ex.submit(_run_chunk, [scenarios[i] for i in idx]): idx for idx in chunks}
+            pool = (ThreadPoolExecutor(max_workers=workers) if threads else
+                    ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")))
+            with pool as ex:
+                futs = {ex.submit(_map_chunk, fn, [items[i] for i in idx]): idx for idx in chunks}
                 try:
                     for f in as_completed(futs):
                         idx = futs[f]
@@ -191,7 +189,24 @@ def run_scenarios(scenarios: list[Scenario], workers: int | None = None, progres
                     raise
     finally:
         close()
-    return results  # type: ignore[return-value]
+    return results
+
+
+def _map_chunk(fn: Callable, items: list) -> list:
+    return [fn(x) for x in items]
+
+
+def _simulate_summary(sc: Scenario) -> dict:
+    return _summary_row(simulate(sc).summary)
+
+
+def run_scenarios(scenarios: list[Scenario], workers: int | None = None, progress: Progress = False,
+                  desc: str = "sweep") -> list[dict]:
+    """Simulate validated scenarios; return their numeric summaries in input order.
+
+    workers=None: one process per core (at most one per chunk); workers=1: in this process.
+    """
+    return parallel_map(_simulate_summary, scenarios, workers=workers, progress=progress, desc=desc)
 
 
 def run_sweep(base: Scenario, grid: dict[str, list], strategies: list[str], replications: int,

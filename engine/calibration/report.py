@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..metrics import STABLE_THROUGHPUT_FRAC
 from .cases import Case, error_table, simulate_cases, summarize_errors
 from .feasibility import feasibility_accuracy, feasibility_reserve_bracket, feasibility_table
 from .fitting import FIT_BOUNDS, FitResult, fit_cases
@@ -19,6 +20,24 @@ from .slora_s1 import slora_cases
 from .vllm_runs import VLLM_RESERVE_GIB, vllm_cases
 
 TARGETS = {"request_throughput": 0.10, "mean_ttft_ms": 0.25}
+#: Target accuracy of "does the server keep up with its offered rate?" on the vLLM runs.
+KEEPS_UP_TARGET = 0.90
+
+
+def keeps_up_table(v_tab: pd.DataFrame) -> pd.DataFrame:
+    """Per vLLM run: measured and predicted "keeps up with the offered rate".
+
+    Predicted: the planner's throughput rule (``engine.metrics.STABLE_THROUGHPUT_FRAC``: simulated
+    throughput >= 95 % of the offered rate) on the run's full-hour replay with the fitted costs, i.e.
+    whether the offered rate is within the planner's ``max_rate`` for the run's configuration (passing
+    is monotone in the rate).  Measured: the same rule on the measured throughput (``measured_stable``).
+    """
+    t = v_tab[v_tab["metric"] == "request_throughput"]
+    out = t[["case", "split", "offered_rps", "measured", "simulated", "measured_stable"]].copy()
+    out["predicted_stable"] = out["simulated"] >= STABLE_THROUGHPUT_FRAC * out["offered_rps"]
+    out["measured_stable"] = out["measured_stable"].astype(bool)
+    out["correct"] = out["predicted_stable"] == out["measured_stable"]
+    return out.reset_index(drop=True)
 FEASIBILITY_TARGET = 0.95
 SLORA_PARAMS = ("compute_eff", "bw_eff", "step_overhead_ms", "lora_ms_per_adapter")
 SLORA_TRAIN_SUITES = ("a10g-num-adapter", "a10g-req-rate", "a100-80-table")
@@ -222,6 +241,9 @@ def run_validation(out: Path, quick: bool = False, plots: bool = True, log=print
     sens = pd.DataFrame([{"reserve_gib": r, "accuracy": feasibility_accuracy(reserve_gib=r)}
                          for r in (0.0, 2.0, 4.0, 5.0, 6.0, 8.0, 10.0)])
     res["feasibility"] = {"accuracy": acc, "bracket": bracket}
+    ku = keeps_up_table(v_tab)
+    ku_acc = {split: float(g["correct"].mean()) for split, g in ku.groupby("split")}
+    res["keeps_up"] = {"accuracy": float(ku["correct"].mean()), "by_split": ku_acc, "table": ku}
 
     # ---------------- plots
     pngs = []
@@ -264,6 +286,10 @@ def run_validation(out: Path, quick: bool = False, plots: bool = True, log=print
     L.append(f"- vLLM start-up feasibility: accuracy {_pct(acc)} on {len(ft)} runs "
              f"(target >= 95 %) -> **{'MET' if acc >= FEASIBILITY_TARGET else 'NOT MET'}** "
              "(one assumed constant, see below: partly fitted)")
+    L.append(f"- vLLM runs, does the server keep up with its offered rate (the planner's rule): accuracy "
+             f"{_pct(ku['correct'].mean())} on {len(ku)} runs (" + ", ".join(
+                 f"{k} {_pct(v)}" for k, v in sorted(ku_acc.items())) + f"; target >= {_pct(KEEPS_UP_TARGET)}) -> "
+             f"**{'MET' if ku['correct'].mean() >= KEEPS_UP_TARGET else 'NOT MET'}**")
     L += ["", "MAPE = mean over runs of |simulated / measured - 1|; worst = the largest such error.", ""]
 
     # S-LoRA section
@@ -348,6 +374,28 @@ def run_validation(out: Path, quick: bool = False, plots: bool = True, log=print
               ["regime", "metric", "split", "n", "mape", "median_ape", "worst_ape", "worst_case"]]), ""]
     L += ["Per run:", "",
           _md_table(_wide(v_tab, ["request_throughput", "mean_ttft_ms", "mean_tpot_ms"], ["case"])), ""]
+
+    # keeps up: the planner's stability rule
+    L += ["## vLLM runs: does the server keep up? (the capacity planner's rule)", "",
+          "The planner (docs/model.md 10) calls a configuration able to serve a rate when the simulated "
+          f"throughput is at least {STABLE_THROUGHPUT_FRAC:.0%} of the arrival rate (with the SLO on top); its "
+          "`max_rate` is the largest such rate, so a run keeps up exactly when its offered rate is within "
+          "`max_rate` (passing is monotone in the rate).  Here: that rule on each run's full-hour replay "
+          "with the costs fitted above, against the same rule on the measured throughput "
+          "(`measured_stable`).  No SLO: whether the server keeps up at all.", "",
+          "Confusion (rows: measured, columns: predicted), per split:", ""]
+    for split, g in ku.groupby("split"):
+        L += [f"{split} ({len(g)} runs, accuracy {_pct(g['correct'].mean())}):", "",
+              _md_table(pd.crosstab(g["measured_stable"].map({True: "keeps up", False: "falls behind"}),
+                                    g["predicted_stable"].map({True: "keeps up", False: "falls behind"}))
+                        .reset_index().rename(columns={"measured_stable": "measured"})), ""]
+    wrong = ku[~ku["correct"]]
+    if len(wrong):
+        L += ["Misclassified runs (throughput as a share of the offered rate; the rule's edge is "
+              f"{STABLE_THROUGHPUT_FRAC:.0%}):", "",
+              _md_table(wrong.assign(measured_frac=wrong["measured"] / wrong["offered_rps"],
+                                     simulated_frac=wrong["simulated"] / wrong["offered_rps"])[
+                  ["case", "split", "offered_rps", "measured_frac", "simulated_frac"]], ".3g"), ""]
 
     # feasibility
     L += ["## vLLM start-up feasibility (`failed_insufficient_KV_cache_memory`)", "",

@@ -39,6 +39,11 @@ _ADA_WP = (
     "(GeForce RTX 4090): "
     "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf"
 )
+_L40S_DS = (
+    "NVIDIA L40S GPU datasheet (48 GB GDDR6 with ECC, 864 GB/s, PCIe Gen4 x16; "
+    "BF16/FP16 tensor 362.05 TFLOPS dense, 733 with sparsity): "
+    "https://www.nvidia.com/en-us/data-center/l40s/"
+)
 _L4_DS = (
     "NVIDIA L4 Tensor Core GPU datasheet: "
     "https://www.nvidia.com/en-us/data-center/l4/"
@@ -105,6 +110,17 @@ GPUS: dict[str, GPU] = {
         fp16_tflops=121.0,
         pcie_gbps=_PCIE4_X16_GBPS,  # PCIe 4.0 x16 (datasheet: 64 GB/s bidir.)
         source=_L4_DS,
+    ),
+    "l40s": GPU(
+        name="l40s",
+        label="NVIDIA L40S 48 GB (PCIe)",
+        memory_gib=48.0,  # 48 GB GDDR6
+        hbm_gbps=864.0,
+        # Datasheet: FP16/BF16 tensor 733 TFLOPS *with sparsity* -> 362 dense (a data-centre
+        # part: the datasheet gives one figure, not a GeForce-style half-rate FP32-accumulate one).
+        fp16_tflops=362.05,
+        pcie_gbps=_PCIE4_X16_GBPS,  # PCIe 4.0 x16
+        source=_L40S_DS,
     ),
     "a10g": GPU(
         name="a10g",

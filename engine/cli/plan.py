@@ -1,0 +1,145 @@
+"""CLI command of the capacity planner: ``python -m engine plan``.
+
+    python -m engine plan --preset default --slo ttft_p99_ms=500 \\
+        --grid gpu=a100-80gb,h100-80gb --grid max_loras=8,16,32 --grid strategy=vllm,slora \\
+        [--objective max_rate] [--replications 3] [--price h100-80gb=2.5] [--out DIR] [--json]
+
+Writes ``plan.csv`` (one row per configuration, ranked, ties marked), ``plan.json`` (the
+inputs, the recommendation and its server command lines) and ``plan.png`` (goodput against
+cost) to ``--out``.  Bad ``--slo`` / ``--grid`` / ``--price`` items exit 2 with one line naming them.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+from ..planner import OBJECTIVES, plan, plan_summary, server_commands
+from ..scenario import Scenario
+from .common import fail, jsonable, parse_pairs, positive_int, progress_default
+
+
+def _number_pairs(items, option: str) -> dict[str, float]:
+    out = {}
+    for k, v in parse_pairs(items, option, "name=number").items():
+        try:
+            out[k] = float(v)
+        except ValueError:
+            raise ValueError(f"{option}: {k}: invalid value {v!r}; allowed: a number") from None
+    return out
+
+
+def _grid(items) -> dict[str, list[str]]:
+    out = {}
+    for k, v in parse_pairs(items, "--grid", "field=value1,value2,...").items():
+        vals = [x.strip() for x in v.split(";" if ";" in v else ",") if x.strip()]
+        if not vals:
+            raise ValueError(f"--grid: {k}: no values; allowed: field=value1,value2,...")
+        if k in out:
+            raise ValueError(f"--grid: field {k!r} given twice; allowed: once, with all its values")
+        out[k] = vals
+    return out
+
+
+def _plot(res, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = res.table[res.table["feasible"]]
+    y = "max_rate_rps" if res.objective == "max_rate" else "max_adapters" if res.objective == "max_adapters" \
+        else "throughput_tok_s"
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for ok, marker, label in ((True, "o", "meets the SLO"), (False, "x", "does not")):
+        g = t[t["meets_slo"] == ok]
+        ax.scatter(g["price_usd_per_hour"], g[y], marker=marker, label=label)
+    b = res.best
+    if b is not None:
+        ax.scatter([b["price_usd_per_hour"]], [b[y]], s=160, facecolors="none", edgecolors="k", label="recommended")
+    ax.set_xlabel("GPU price, US$/h (presets; override with --price)")
+    ax.set_ylabel(y)
+    ax.set_title(f"plan: {res.objective}; SLO " + ", ".join(f"{k}={v:g}" for k, v in res.slo.items()), fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def cmd_plan(a) -> int:
+    try:
+        if a.scenario:
+            try:
+                text = Path(a.scenario).read_text()
+            except OSError as e:
+                return fail(f"--scenario: cannot read {a.scenario!r} ({e.strerror})")
+            base = Scenario.from_json(text)
+        else:
+            base = Scenario.from_preset(a.preset)
+        over = parse_pairs(a.set)
+        if over:
+            base = base.replace(**over)
+        slo = _number_pairs(a.slo, "--slo")
+        if not slo:
+            return fail("--slo: missing; allowed: metric=threshold, e.g. --slo ttft_p99_ms=500")
+        grid = _grid(a.grid)
+        prices = _number_pairs(a.price, "--price")
+        t0 = time.perf_counter()
+        res = plan(base, slo, grid, replications=a.replications, objective=a.objective,
+                   gpu_prices_usd_per_hour=prices, workers=a.workers,
+                   progress=progress_default() and not a.json)
+        wall = time.perf_counter() - t0
+    except ValueError as e:
+        return fail(str(e))
+    best_cmds = []
+    if res.best is not None:
+        best_cmds = [{"server": c.server, "supported": c.supported, "command": c.text, "note": c.note,
+                      "trace": [list(t) for t in c.trace]} for c in server_commands(res.scenario(res.best["config"]))]
+    doc = {"objective": res.objective, "slo": res.slo, "grid": {k: list(v) for k, v in res.grid.items()},
+           "replications": res.replications, "base": base.to_dict(), "summary": plan_summary(res),
+           "best": jsonable(res.best) if res.best else None, "commands": best_cmds, "wall_s": round(wall, 2)}
+    if a.out:
+        out = Path(a.out)
+        out.mkdir(parents=True, exist_ok=True)
+        res.table.to_csv(out / "plan.csv", index=False)
+        (out / "plan.json").write_text(json.dumps(doc, indent=1, default=_json_default, allow_nan=False))
+        _plot(res, out / "plan.png")
+    if a.json:
+        print(json.dumps(doc, default=_json_default, allow_nan=False))
+        return 0
+    print(plan_summary(res) + f" ({wall:.1f} s)")
+    cols = [c for c in (*res.grid, "feasible", {"max_rate": "max_rate_rps", "max_adapters": "max_adapters"}.get(
+        res.objective, "meets_slo_frac"), *res.slo, "cost_per_mtok_usd", "tie_with_best", "reason") if c in res.table]
+    print(res.table[cols].to_string(index=False, max_colwidth=60))
+    for c in best_cmds:
+        print(f"\n# {c['server']}{'' if c['supported'] else ' (no equivalent)'}: {c['note']}")
+        if c["supported"]:
+            print(c["command"])
+    if a.out:
+        print(f"\nwrote {a.out}/plan.csv, plan.json, plan.png")
+    return 0
+
+
+def _json_default(o):
+    if hasattr(o, "item"):
+        v = o.item()
+        return None if isinstance(v, float) and not math.isfinite(v) else v
+    if isinstance(o, tuple):
+        return list(o)
+    raise TypeError(type(o).__name__)
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser("plan", help="capacity planner: rank GPUs / flags / policies under an SLO")
+    p.add_argument("--preset", default="default", help="base scenario preset (see `presets`)")
+    p.add_argument("--scenario", help="scenario.json to start from instead of a preset (e.g. a fitted one)")
+    p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a base scenario field")
+    p.add_argument("--slo", action="append", metavar="METRIC=THRESHOLD", help="e.g. ttft_p99_ms=500 (repeatable)")
+    p.add_argument("--grid", action="append", metavar="FIELD=V1,V2", help="candidate values of a field (repeatable)")
+    p.add_argument("--objective", default="max_rate", choices=OBJECTIVES)
+    p.add_argument("--replications", type=positive_int("--replications"), default=3)
+    p.add_argument("--price", action="append", metavar="GPU=USD_PER_HOUR", help="override a GPU price preset")
+    p.add_argument("--workers", type=positive_int("--workers"), default=None)
+    p.add_argument("--out", help="directory for plan.csv, plan.json, plan.png")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.set_defaults(func=cmd_plan)

@@ -1,0 +1,23 @@
+"""Capacity planner: the inverse question — which GPU, ``--max-loras``, policy, and how much traffic.
+
+Invariants:
+
+* the planner only *uses* the model (``simulate``, the scenario, the sweep pool) and the
+  calibration's vLLM memory rule (``vllm_slot_bytes``); nothing below imports it;
+* a plan is deterministic for a base scenario, SLO, grid and replication count, whatever the
+  number of workers (common random numbers: replication k uses seed ``base.seed + k`` everywhere);
+* a configuration that cannot run stays in the table as infeasible, with its reason.
+
+Modules: ``slo`` (SLO metrics and the stability rule), ``search`` (bracketing searches of one
+configuration), ``memory`` (memory split, vLLM slot sizing), ``prices`` (GPU US$/h presets),
+``commands`` (server command lines), ``plan`` (``plan()``, the ranked table with ties).
+"""
+from .commands import Command, server_commands, sglang_command, vllm_command
+from .memory import memory_sentence, memory_split, vllm_max_lora_rank
+from .plan import MAX_CONFIGS, MAX_SEARCHES, OBJECTIVES, PlanResult, plan, plan_summary
+from .prices import GPU_PRICES_USD_PER_HOUR, cost_per_mtok_usd, price_table
+from .slo import SLO_METRICS, check_slo, meets, stable
+
+__all__ = ["Command", "server_commands", "vllm_command", "sglang_command", "plan", "PlanResult", "plan_summary", "OBJECTIVES", "MAX_CONFIGS", "MAX_SEARCHES", "SLO_METRICS",
+           "check_slo", "meets", "stable", "GPU_PRICES_USD_PER_HOUR", "price_table", "cost_per_mtok_usd",
+           "memory_split", "memory_sentence", "vllm_max_lora_rank"]

@@ -1,0 +1,302 @@
+"""``plan()``: from "what if" to "what should I set" — an SLO-driven search over configurations.
+
+For every configuration of a grid of scenario fields (GPU, ``max_loras``,
+``max_cpu_loras``, strategy, ...) and every replication seed, a bracketing
+search (``search.py``) finds the largest arrival rate (``max_rate``) or adapter
+count (``max_adapters``) that meets the SLO on a stable server, or checks the
+base rate (``min_cost``).  Replication k uses seed ``base.seed + k`` for every
+configuration (common random numbers), so configurations are compared paired;
+a configuration whose paired difference to the best one has a 95 % CI that
+includes zero is a *tie*, not a runner-up.  Invalid configurations (weights or
+KV do not fit) stay in the table as infeasible, with the reason.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..metrics import mean_ci
+from ..ranking import rank
+from ..scenario import Scenario, coerce
+from ..sweep import Progress, parallel_map
+from . import search
+from .memory import memory_split, vllm_slot_budget_gb
+from .prices import cost_per_mtok_usd, price_table
+from .slo import SLO_METRICS, check_slo
+
+OBJECTIVES = ("max_rate", "max_adapters", "min_cost")
+#: Upper bounds on one plan (configurations, and configurations x replications).
+MAX_CONFIGS = 256
+MAX_SEARCHES = 2048
+#: Summary metrics reported at each configuration's optimum (besides the SLO's own).
+REPORTED = ("ttft_p50_ms", "ttft_p99_ms", "tpot_mean_ms", "throughput_req_s", "throughput_tok_s",
+            "swap_rate", "gpu_busy_frac", "slo_attainment")
+
+
+@dataclass
+class PlanResult:
+    """``table``: one row per configuration (ranked; ties marked). ``best``: the winner's row (None if none)."""
+
+    table: pd.DataFrame
+    best: dict | None
+    objective: str
+    slo: dict
+    grid: dict
+    base: Scenario
+    replications: int
+    runs: pd.DataFrame = field(repr=False, default=None)  # one row per (configuration, replication)
+
+    def scenario(self, config: int) -> Scenario:
+        """The scenario of configuration ``config`` (a table index), at its optimum where one was found."""
+        row = self.table.loc[config]
+        sc = self.base.replace(**{k: _plain(row[k]) for k in self.grid})
+        sc = _with_vllm_slots(sc, self.grid)
+        if self.objective == "max_rate" and row.get("max_rate_rps", 0) > 0:
+            sc = sc.replace(arrival_rate_rps=float(row["max_rate_rps"]))
+        if self.objective == "max_adapters" and row.get("max_adapters", 0) > 0:
+            sc = sc.replace(num_adapters=int(row["max_adapters"]))
+        return sc
+
+
+def _plain(v):
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _check_grid(grid, objective: str) -> dict[str, list]:
+    if not isinstance(grid, Mapping):
+        raise ValueError(f"grid: invalid value {grid!r}; allowed: a dict of scenario field -> list of values")
+    names = set(Scenario.field_names())
+    searched = {"max_rate": "arrival_rate_rps", "max_adapters": "num_adapters"}.get(objective)
+    out = {}
+    for k, vals in grid.items():
+        if k not in names:
+            raise ValueError(f"grid: unknown scenario field {k!r}; allowed: {', '.join(sorted(names))}")
+        if k == "seed":
+            raise ValueError("grid: field 'seed' is set by replications (seed = base.seed + k); allowed: any other field")
+        if k == searched:
+            raise ValueError(f"grid: field {k!r} is what the objective {objective!r} searches; allowed: any other field")
+        if isinstance(vals, (str, bytes)) or not isinstance(vals, (Sequence, np.ndarray)):
+            raise ValueError(f"grid: field {k!r} needs a list of values, got {vals!r}")
+        vals = [coerce(k, v) for v in vals]
+        if not vals:
+            raise ValueError(f"grid: field {k!r} has no values; allowed: a non-empty list")
+        if len(set(map(repr, vals))) != len(vals):
+            raise ValueError(f"grid: field {k!r} has duplicate values in {vals!r}")
+        out[k] = vals
+    return out
+
+
+def _with_vllm_slots(sc: Scenario, grid: Mapping) -> Scenario:
+    """vLLM preallocates ``max_loras`` slots at ``max_lora_rank``: size the adapter budget like it, unless
+    the grid sets ``vram_budget_gb`` itself."""
+    if sc.strategy == "vllm" and sc.max_loras > 0 and "vram_budget_gb" not in grid and "max_loras" in grid:
+        return sc.replace(vram_budget_gb=vllm_slot_budget_gb(sc))
+    return sc
+
+
+def _configs(base: Scenario, grid: dict) -> list[tuple[dict, Scenario | None, str]]:
+    keys = list(grid)
+    out = []
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        point = dict(zip(keys, combo))
+        try:
+            sc = _with_vllm_slots(base.replace(**point), grid).validate()
+            reason = ""
+        except (ValueError, TypeError) as e:
+            sc, reason = None, str(e)
+        out.append((point, sc, reason))
+    return out
+
+
+def _config_task(args) -> list[dict]:
+    """Worker: the searches of one configuration, one per replication seed (in order).
+
+    Replication 0 brackets from the base value; the others start at replication 0's answer with a
+    small step (their crossings differ by noise only), which halves their probes.
+    """
+    sc, seeds, slo, objective, rel_tol, probe_requests = args
+    out, start = [], None
+    for seed in seeds:
+        s = sc.replace(seed=seed)
+        if objective == "max_rate":
+            r = search.max_rate(s, slo, rel_tol, probe_requests, start=start)
+        elif objective == "max_adapters":
+            r = search.max_adapters(s, slo, rel_tol, probe_requests, start=start)
+        else:
+            r = search.at_rate(s, slo, probe_requests)
+        if start is None and r.value > 0:
+            start = r.value
+        out.append({"value": r.value, "probes": r.probes, "reason": r.reason, "capped": r.capped,
+                    "summary": r.summary})
+    return out
+
+
+def plan(base: Scenario, slo: dict, grid: dict, replications: int = 3, objective: str = "max_rate",
+         rel_tol: float = 0.03, probe_requests: int | None = 6000,
+         gpu_prices_usd_per_hour: Mapping[str, float] | None = None,
+         workers: int | None = None, progress: Progress = False, threads: bool = True) -> PlanResult:
+    """Rank configurations by the objective under the SLO (see the module docstring).
+
+    ``slo``: ``{summary metric: threshold}`` (``slo.SLO_METRICS`` says which are bounds from above or
+    below); ``grid``: ``{scenario field: [candidate values]}``; ``objective``: ``max_rate`` (largest
+    stable arrival rate within the SLO, req/s), ``max_adapters`` (largest ``num_adapters`` at the base
+    rate) or ``min_cost`` (cheapest configuration meeting the SLO at the base rate, by the GPU price
+    presets in US$/h).  ``rel_tol``: a search stops when its bracket is within this relative width.
+    ``probe_requests``: each probe's measurement window is shortened (never lengthened) to about this
+    many arrivals (None: the base scenario's window).  Raises ValueError naming the bad argument
+    before any simulation.  ``workers``/``threads``: the pool (``engine.sweep.parallel_map``; threads by
+    default: no start-up cost, and the jitted loop runs outside the GIL).
+    """
+    if not isinstance(base, Scenario):
+        raise ValueError(f"base: expected engine.Scenario, got {type(base).__name__}")
+    base = base.validate()
+    slo = check_slo(slo)
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective: invalid value {objective!r}; allowed: {', '.join(OBJECTIVES)}")
+    if base.arrival_process == "closed":
+        raise ValueError("arrival_process: invalid value 'closed' for a plan; allowed: poisson, gamma "
+                         "(the planner searches open-loop arrival rates)")
+    if isinstance(replications, bool) or not isinstance(replications, int) or not 1 <= replications <= 20:
+        raise ValueError(f"replications: invalid value {replications!r}; allowed: an integer in [1, 20]")
+    if isinstance(rel_tol, bool) or not isinstance(rel_tol, (int, float)) or not 0.005 <= rel_tol <= 0.5:
+        raise ValueError(f"rel_tol: invalid value {rel_tol!r}; allowed: a number in [0.005, 0.5]")
+    if probe_requests is not None and (isinstance(probe_requests, bool) or not isinstance(probe_requests, int)
+                                       or not 500 <= probe_requests <= 200_000):
+        raise ValueError(f"probe_requests: invalid value {probe_requests!r}; allowed: None or an integer in "
+                         f"[500, 200000]")
+    grid = _check_grid(grid, objective)
+    prices = price_table(gpu_prices_usd_per_hour)
+    configs = _configs(base, grid)
+    if len(configs) > MAX_CONFIGS:
+        raise ValueError(f"grid: {len(configs)} configurations; allowed: at most {MAX_CONFIGS}")
+    feasible = [i for i, (_, sc, _) in enumerate(configs) if sc is not None]
+    if len(feasible) * replications > MAX_SEARCHES:
+        raise ValueError(f"grid: {len(feasible)} configurations x {replications} replications; allowed: at most "
+                         f"{MAX_SEARCHES} searches")
+    seeds = [base.seed + k for k in range(replications)]
+    tasks = [(configs[i][1], seeds, slo, objective, float(rel_tol), probe_requests) for i in feasible]
+    per_config = parallel_map(_config_task, tasks, workers=workers, progress=progress, desc="plan",
+                              threads=threads) if tasks else []
+    owner = [(i, k) for i in feasible for k in range(replications)]
+    results = [r for rs in per_config for r in rs]
+    runs = pd.DataFrame([{"config": i, "replication": k, "value": r["value"], "probes": r["probes"],
+                          "reason": r["reason"], "capped": r["capped"],
+                          **{m: (r["summary"] or {}).get(m, math.nan) for m in (*slo, *REPORTED)}}
+                         for (i, k), r in zip(owner, results)])
+    table = _table(base, slo, grid, configs, runs, objective, prices, replications)
+    best = table.iloc[0].to_dict() if len(table) and bool(table.iloc[0]["recommended"]) else None
+    return PlanResult(table=table, best=best, objective=objective, slo=slo, grid=grid, base=base,
+                      replications=replications, runs=runs)
+
+
+def _value_name(objective: str) -> str:
+    return {"max_rate": "max_rate_rps", "max_adapters": "max_adapters", "min_cost": "meets_slo_frac"}[objective]
+
+
+def _table(base, slo, grid, configs, runs, objective, prices, replications) -> pd.DataFrame:
+    vname = _value_name(objective)
+    rows = []
+    for i, (point, sc, reason) in enumerate(configs):
+        row = {"config": i, **point}
+        row["strategy"] = (sc or base).strategy if "strategy" not in point else point["strategy"]
+        row["feasible"] = sc is not None
+        gpu = (sc or base.replace(**{k: v for k, v in point.items() if k == "gpu"})).gpu
+        row["price_usd_per_hour"] = prices.get(gpu, math.nan)
+        if sc is not None:
+            row.update(memory_split(sc))
+        g = runs[runs["config"] == i] if len(runs) else runs
+        vals = g["value"].to_numpy(float) if len(g) else np.array([])
+        if objective == "min_cost":
+            vals = (vals > 0).astype(float)
+        mean, lo, hi = mean_ci(vals) if len(vals) else (math.nan, math.nan, math.nan)
+        row[vname] = mean
+        row[f"{vname}_ci_low"], row[f"{vname}_ci_high"] = lo, hi
+        row["probes"] = int(g["probes"].sum()) if len(g) else 0
+        row["capped"] = bool(g["capped"].any()) if len(g) else False
+        for m in (*slo, *REPORTED):
+            row[m] = float(np.nanmean(g[m])) if len(g) and np.isfinite(g[m]).any() else math.nan
+        row["cost_per_mtok_usd"] = cost_per_mtok_usd(row["price_usd_per_hour"], row["throughput_tok_s"])
+        if sc is None:
+            row["reason"] = reason
+        elif objective != "min_cost" and not (mean > 0):
+            row["reason"] = "SLO not met at any probed value: " + _first(g["reason"])
+        elif objective == "min_cost" and mean < 1:
+            row["reason"] = "SLO not met at the base rate in every replication: " + _first(g["reason"])
+        else:
+            row["reason"] = ""
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    return _rank(table, runs, objective, vname, replications)
+
+
+def _first(reasons) -> str:
+    for r in reasons:
+        if r:
+            return str(r)
+    return ""
+
+
+def _rank(table: pd.DataFrame, runs: pd.DataFrame, objective: str, vname: str, replications: int) -> pd.DataFrame:
+    """Sort best first; mark ties with the best (paired CI of the difference includes 0) and the winner."""
+    ok = table["feasible"] & (table["reason"] == "")
+    table["meets_slo"] = ok
+    if objective == "min_cost":
+        key = np.where(ok, table["cost_per_mtok_usd"].fillna(np.inf), np.inf)
+        order = np.lexsort((-table[vname].fillna(-1).to_numpy(), key))
+    else:
+        key = np.where(ok, -table[vname].fillna(0).to_numpy(), np.inf)
+        order = np.argsort(key, kind="stable")
+    table = table.iloc[order].reset_index(drop=True)
+    table["recommended"] = False
+    table["tie_with_best"] = False
+    table["diff_to_best_ci_low"] = math.nan
+    table["diff_to_best_ci_high"] = math.nan
+    if not len(table) or not bool(table.loc[0, "meets_slo"]):
+        return table.set_index("config", drop=False)
+    table.loc[0, "recommended"] = True
+    if objective == "min_cost":
+        best_cost = table.loc[0, "cost_per_mtok_usd"]
+        for j in range(1, len(table)):
+            if table.loc[j, "meets_slo"] and table.loc[j, "price_usd_per_hour"] == table.loc[0, "price_usd_per_hour"]:
+                c = table.loc[j, "cost_per_mtok_usd"]
+                table.loc[j, "tie_with_best"] = bool(abs(c - best_cost) <= 0.02 * best_cost)
+        return table.set_index("config", drop=False)
+    ok_cfgs = [int(c) for c in table.loc[table["meets_slo"], "config"]]
+    vals = {c: runs[runs["config"] == c].sort_values("replication")["value"].to_numpy(float) for c in ok_cfgs}
+    r = rank(vals, higher_is_better=True)  # same order as the table's (both stable): r.best is row 0
+    for j in range(1, len(table)):
+        c = int(table.loc[j, "config"])
+        if c not in r.stats or "diff_ci_low" not in r.stats[c]:
+            continue
+        table.loc[j, "diff_to_best_ci_low"] = r.stats[c]["diff_ci_low"]
+        table.loc[j, "diff_to_best_ci_high"] = r.stats[c]["diff_ci_high"]
+        table.loc[j, "tie_with_best"] = c in r.tied
+    return table.set_index("config", drop=False)
+
+
+def plan_summary(res: PlanResult) -> str:
+    """One paragraph: the recommendation, its ties, and the conditions."""
+    vname = _value_name(res.objective)
+    slo = ", ".join(f"{k} {'<=' if SLO_METRICS[k] == 'max' else '>='} {v:g}" for k, v in res.slo.items())
+    if res.best is None:
+        return f"No configuration meets the SLO ({slo}); see the reasons per row."
+    b = res.best
+    fields = ", ".join(f"{k}={b[k]}" for k in res.grid)
+    ties = res.table[res.table["tie_with_best"]]
+    unit = {"max_rate_rps": " req/s", "max_adapters": " adapters", "meets_slo_frac": ""}[vname]
+    head = f"Best: {fields or 'the base scenario'}"
+    if res.objective == "min_cost":
+        head += f" at US${b['cost_per_mtok_usd']:.3g} per million output tokens"
+    else:
+        ci = (f" (95% CI {b[vname + '_ci_low']:.4g}-{b[vname + '_ci_high']:.4g})"
+              if math.isfinite(b[vname + "_ci_low"]) else " (1 replication: no CI)")
+        head += f": {b[vname]:.4g}{unit}{ci}"
+    if len(ties):
+        head += f"; tied within the noise: {len(ties)} other configuration(s)"
+    return head + f". SLO: {slo}; {res.replications} replication(s), common random numbers."
+
