@@ -11,8 +11,10 @@ import-linter contract in pyproject.toml checks it; docs/architecture.md maps
 the layers).
 """
 from . import presets
+from .bottlenecks import Cause, causes, effective_slots, run_causes
 from .metrics import mean_ci
 from .policies import STRATEGIES, contenders_excluded
+from .presets import model_from_hf_config
 from .ranking import Ranking, rank
 from .scenario import ENUMS, MAX_REQUESTS, Scenario
 from .sim import SimResult, compare, simulate
@@ -21,4 +23,4 @@ from .workload import read_trace
 ENGINE_VERSION = "0.2.0"
 
 __all__ = ["Scenario", "SimResult", "STRATEGIES", "ENUMS", "MAX_REQUESTS", "simulate", "compare", "read_trace",
-           "mean_ci", "contenders_excluded", "rank", "Ranking", "presets", "ENGINE_VERSION"]
+           "mean_ci", "Cause", "causes", "run_causes", "effective_slots", "contenders_excluded", "rank", "Ranking", "presets", "model_from_hf_config", "ENGINE_VERSION"]

@@ -30,7 +30,8 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
 # ---- per-request ints / floats
 (RI_ADAPTER, RI_PROMPT, RI_OUTPUT, RI_STATUS, RI_GEN, RI_LOADED, RI_TIER, RI_BLOCKS, RI_NEXT, RI_KVSTART,
  RI_REJECTED, RI_PF, RI_WQPOS, RI_ADMSEQ, RI_PREEMPTED, RI_LEN) = range(16)
-RF_ARR, RF_ADMIT, RF_FIRST, RF_FINISH, RF_LOADWAIT, RF_LEN = range(6)
+# RF_C0: cumulative sync load stall when the request arrived; RF_QSTALL: the stall it spent queued
+RF_ARR, RF_ADMIT, RF_FIRST, RF_FINISH, RF_LOADWAIT, RF_C0, RF_QSTALL, RF_LEN = range(8)
 # ---- per-adapter ints / floats
 (AI_BYTES, AI_STATE, AI_PINNED, AI_REF, AI_WAIT, AI_HOST, AI_HOSTLAST, AI_LAST, AI_RESPOS,
  AI_CUR, AI_PTR, AI_END, AI_GMARK, AI_GHEAD, AI_GTAIL, AI_GCOUNT, AI_MEMBYTES, AI_EXTSTART, AI_LEN) = range(19)
@@ -40,7 +41,9 @@ AF_READY, AF_LOADSTART, AF_GOLDEST, AF_LEN = range(4)
  SI_LOADS, SI_DISK_LOADS, SI_EVICTS, SI_NEV, SI_STEPS, SI_FLAGS, SI_NISSUED, SI_REJECTS, SI_HEAPN,
  SI_WQTAIL, SI_NFREE, SI_COMPACTS, SI_PREEMPTS, SI_DROPS, SI_LASTDONE, SI_LEN) = range(24)
 (SF_PCIE_FREE, SF_DISK_FREE, SF_ADAPTER_BYTES, SF_BUSY, SF_END_T, SF_PEAK_ADAPTER, SF_PEAK_KV,
- SF_PEAK_TOTAL, SF_STALL, SF_FRAG_INT, SF_COMPACT_BYTES, SF_TOKENS_WIN, SF_LORA_BYTES, SF_LEN) = range(14)
+ SF_PEAK_TOTAL, SF_STALL, SF_FRAG_INT, SF_COMPACT_BYTES, SF_TOKENS_WIN, SF_LORA_BYTES,
+ # PCIe link busy seconds in the window; cumulative sync load stall; the last stall [SF_STALLB, SF_STALLE)
+ SF_PCIE_BUSY, SF_QSTALL, SF_STALLB, SF_STALLE, SF_LEN) = range(18)
 # ---- request status
 ST_FUTURE, ST_WAITING, ST_RUNNING, ST_DONE, ST_DROPPED = 0, 1, 2, 3, 4
 # ---- adapter GPU state
@@ -51,7 +54,7 @@ TIER_GPU, TIER_CPU, TIER_DISK = 0, 1, 2
 FLAG_HORIZON, FLAG_DEADLOCK, FLAG_EXHAUSTED, FLAG_EVENTS_FULL = 1, 2, 4, 8
 # ---- time series columns
 (TS_QUEUE, TS_BATCH, TS_RESIDENT, TS_LOADS, TS_KV_FRAC, TS_BUSY, TS_IN_SYSTEM, TS_ADAPTER_BYTES,
- TS_KV_BYTES, TS_FRAG, TS_LEN) = range(11)
+ TS_KV_BYTES, TS_FRAG, TS_PCIE, TS_LEN) = range(12)
 # ---- events
 EV_LOAD, EV_EVICT, EV_COMPACT, EV_REJECT = 0, 1, 2, 3
 
@@ -256,7 +259,7 @@ def _host_touch(ip, A_i, S_i, a):
 
 
 @njit(cache=True, nogil=True)
-def _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, heap_a, ev_t, ev_i, t, a):
+def _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, heap_a, ev_t, ev_i, ts, t, a):
     """Start loading adapter a (room already made). Returns its completion time."""
     nbytes = A_i[AI_BYTES, a]
     ready = t
@@ -269,6 +272,12 @@ def _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, 
     s = S_f[SF_PCIE_FREE] if S_f[SF_PCIE_FREE] > ready else ready
     done = s + fp[FP_LOAD_LAT] + nbytes / fp[FP_PCIE_BPS]
     S_f[SF_PCIE_FREE] = done
+    # the link is busy over [s, done) (FIFO: transfers never overlap)
+    accum(ts, fp[FP_BUCKET], ip[IP_NBUCKETS], s, done, TS_PCIE, 1.0)
+    lo = s if s > fp[FP_WARMUP] else fp[FP_WARMUP]
+    hi = done if done < fp[FP_DURATION] else fp[FP_DURATION]
+    if hi > lo:
+        S_f[SF_PCIE_BUSY] += hi - lo
     _res_add(A_i, res_list, S_i, a)
     S_f[SF_ADAPTER_BYTES] += A_i[AI_MEMBYTES, a]
     if ip[IP_CONTIG] and ip[IP_UNIFIED]:
@@ -380,7 +389,7 @@ ADM_OK, ADM_STOP, ADM_WAIT, ADM_NOSLOT = 0, 1, 2, 3
 
 @njit(cache=True, nogil=True)
 def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a, ev_t, ev_i,
-               running, t, r, tokens_used, threshold_ok):
+               ts, running, t, r, tokens_used, threshold_ok):
     """Try to start request r in this step.
 
     ADM_OK: admitted; ADM_STOP: KV or token budget full (FCFS stops);
@@ -422,7 +431,7 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
         if ip[IP_UNIFIED] and S_f[SF_ADAPTER_BYTES] + A_i[AI_MEMBYTES, a] + (S_i[SI_KV_BLOCKS] + blocks) * fp[FP_BLOCK_BYTES] > fp[FP_POOL]:
             _reject(ip, fp, R_i, S_i, ev_t, ev_i, t, r)
             return ADM_STOP
-        _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, heap_a, ev_t, ev_i, t, a)
+        _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, heap_a, ev_t, ev_i, ts, t, a)
         R_i[RI_LOADED, r] = 1
         if ip[IP_ASYNC]:
             return ADM_WAIT
@@ -430,6 +439,9 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
     R_i[RI_STATUS, r] = ST_RUNNING
     if R_i[RI_PREEMPTED, r] == 0:
         R_f[RF_ADMIT, r] = t
+        if not ip[IP_ASYNC]:  # the GPU stalled on loads while it waited: adapter-load wait, not queueing
+            R_f[RF_QSTALL, r] = S_f[SF_QSTALL] - R_f[RF_C0, r]
+            R_f[RF_LOADWAIT, r] = R_f[RF_QSTALL, r]
     R_i[RI_PF, r] = pf
     R_i[RI_BLOCKS, r] = blocks
     if ip[IP_ASYNC] and R_i[RI_PREEMPTED, r] == 0:  # (a readmitted request's TTFT parts are settled)
@@ -459,7 +471,8 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
 
 
 @njit(cache=True, nogil=True)
-def _prefetch(ip, fp, R_i, A_i, A_f, S_i, S_f, res_list, a_list, running, fl, heap_t, heap_a, ev_t, ev_i, t, r):
+def _prefetch(ip, fp, R_i, A_i, A_f, S_i, S_f, res_list, a_list, running, fl, heap_t, heap_a, ev_t, ev_i, ts, t,
+              r):
     """Async prefetch for a queued request: load its adapter if room can be made by
     evicting only adapters nobody waits for."""
     a = R_i[RI_ADAPTER, r]
@@ -467,7 +480,7 @@ def _prefetch(ip, fp, R_i, A_i, A_f, S_i, S_f, res_list, a_list, running, fl, he
         return
     if not _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, a, True, 0.0):
         return
-    _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, heap_a, ev_t, ev_i, t, a)
+    _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, heap_a, ev_t, ev_i, ts, t, a)
     R_i[RI_LOADED, r] = 1
 
 
@@ -605,6 +618,12 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                     next_arr += 1
                     continue
                 _arrive(R_i, R_f, A_i, S_i, wq, next_arr, t)
+                # cumulative load stall at its arrival (only the last stall can straddle it)
+                a_t = R_f[RF_ARR, next_arr]
+                c0 = S_f[SF_QSTALL]
+                if a_t < S_f[SF_STALLE]:
+                    c0 -= S_f[SF_STALLE] - (a_t if a_t > S_f[SF_STALLB] else S_f[SF_STALLB])
+                R_f[RF_C0, next_arr] = c0
                 # it arrived during the last step: count it as queued from its arrival
                 accum(ts, bucket, nb, R_f[RF_ARR, next_arr], t, TS_QUEUE, 1.0)
                 accum(ts, bucket, nb, R_f[RF_ARR, next_arr], t, TS_IN_SYSTEM, 1.0)
@@ -646,7 +665,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 if A_i[AI_REF, R_i[RI_ADAPTER, r]] == 0:
                     continue
                 code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a,
-                                  ev_t, ev_i, running, t, r, tokens, True)
+                                  ev_t, ev_i, ts, running, t, r, tokens, True)
                 if code == ADM_OK:
                     new_list[n_new] = r
                     n_new += 1
@@ -681,11 +700,11 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                     if ip[IP_PREFETCH]:
                         prefetch_only = True
                         _prefetch(ip, fp, R_i, A_i, A_f, S_i, S_f, res_list, a_list, running, fl, heap_t,
-                                  heap_a, ev_t, ev_i, t, r)
+                                  heap_a, ev_t, ev_i, ts, t, r)
                         continue
                     break
                 code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a,
-                                  ev_t, ev_i, running, t, r, tokens, True)
+                                  ev_t, ev_i, ts, running, t, r, tokens, True)
                 if code == ADM_OK:
                     new_list[n_new] = r
                     n_new += 1
@@ -750,7 +769,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                         stop = True
                         break
                     code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t,
-                                      heap_a, ev_t, ev_i, running, t, r, tokens, thr_ok)
+                                      heap_a, ev_t, ev_i, ts, running, t, r, tokens, thr_ok)
                     if code == ADM_OK:
                         new_list[n_new] = r
                         n_new += 1
@@ -822,10 +841,15 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                     ready = rd
             if ready > start:
                 start = ready
-            # the load stall is adapter-load wait for every request starting in this step
+            # the load stall is adapter-load wait for every request starting in this step (on top of
+            # the stalls it spent queued)
             for k in range(n_new):
                 if R_i[RI_PREEMPTED, new_list[k]] == 0:
-                    R_f[RF_LOADWAIT, new_list[k]] = ready - t
+                    R_f[RF_LOADWAIT, new_list[k]] = ready - t + R_f[RF_QSTALL, new_list[k]]
+            if ready > t:  # every request still queued waits this stall out too
+                S_f[SF_QSTALL] += ready - t
+                S_f[SF_STALLB] = t
+                S_f[SF_STALLE] = ready
         # step cost inputs
         p_tokens = 0.0
         attn_prefill = 0.0
@@ -903,6 +927,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                     q = S_i[SI_NISSUED]
                     if q < n:
                         R_f[RF_ARR, q] = t_end
+                        R_f[RF_C0, q] = S_f[SF_QSTALL]
                         _arrive(R_i, R_f, A_i, S_i, wq, q, t_end)
                         S_i[SI_NISSUED] = q + 1
                     else:

@@ -30,6 +30,11 @@ ENUMS: dict[str, tuple[str, ...]] = {
 #: Hard cap on the requests one simulation may generate (open loop: rate x duration).
 MAX_REQUESTS = 2_000_000
 
+#: Extra key of ``to_dict`` / scenario.json carrying the definition of a model that is not a
+#: built-in preset (one added with ``presets.register_model``); ``from_dict`` registers it.
+#: Absent for preset models, so their JSON is unchanged.
+MODEL_DEFINITION_KEY = "model_definition"
+
 
 @dataclass(frozen=True)
 class Scenario:
@@ -113,22 +118,41 @@ class Scenario:
 
     def replace(self, **kw: Any) -> Scenario:
         d = self.to_dict()
+        if "model" in kw and MODEL_DEFINITION_KEY not in kw:
+            d.pop(MODEL_DEFINITION_KEY, None)  # the definition belongs to the old model
         d.update(kw)
         return Scenario.from_dict(d)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["adapter_ranks"] = list(self.adapter_ranks)
+        if self.model in presets.MODELS and not presets.is_preset_model(self.model):
+            d[MODEL_DEFINITION_KEY] = presets.model_to_dict(presets.MODELS[self.model])
         return d
+
+    def __reduce_ex__(self, protocol):
+        # A registered (non-preset) model lives in this process's presets.MODELS only: pickle the
+        # scenario with its definition, so that a worker process (engine.sweep's spawn pool)
+        # registers it too.  Scenarios of preset models pickle as before (the dataclass default).
+        if self.model in presets.MODELS and not presets.is_preset_model(self.model):
+            return (Scenario.from_dict, (self.to_dict(),))
+        return super().__reduce_ex__(protocol)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Scenario:
-        """Build from a JSON-like dict, coercing strings; unknown keys are an error."""
+        """Build from a JSON-like dict, coercing strings; unknown keys are an error.
+
+        A ``model_definition`` key (``MODEL_DEFINITION_KEY``, written by ``to_dict`` for a model
+        that is not a preset) is registered with ``presets.register_model`` first.
+        """
         if not isinstance(d, dict):
             raise ValueError(f"scenario: expected a JSON object, got {type(d).__name__}")
+        if MODEL_DEFINITION_KEY in d:
+            d = dict(d)
+            _register_definition(d.pop(MODEL_DEFINITION_KEY), d.get("model", _DEFAULT_MODEL))
         names = set(cls.field_names())
         kw = {}
         for k, v in d.items():
@@ -221,7 +245,8 @@ class Scenario:
         if self.gpu not in presets.GPUS:
             bad("gpu", ", ".join(sorted(presets.GPUS)))
         if self.model not in presets.MODELS:
-            bad("model", ", ".join(sorted(presets.MODELS)))
+            bad("model", ", ".join(sorted(presets.MODELS)) + " (or a model added with "
+                "engine.presets.register_model, e.g. from engine.model_from_hf_config)")
         if self.strategy not in STRATEGIES:
             bad("strategy", ", ".join(STRATEGIES))
         for name, allowed in ENUMS.items():
@@ -329,6 +354,22 @@ class Scenario:
 
 
 _FIELD_TYPES = {f.name: f.type for f in fields(Scenario)}
+_DEFAULT_MODEL = Scenario.model
+
+
+def _register_definition(definition: Any, model: Any) -> None:
+    """Register the model a scenario.json defines (``MODEL_DEFINITION_KEY``); ValueError naming it."""
+    m = presets.model_from_dict(definition, MODEL_DEFINITION_KEY)
+    if m.name != model:
+        raise ValueError(f"{MODEL_DEFINITION_KEY}: invalid value: it defines model {m.name!r} but the scenario's "
+                         f"model is {model!r}; allowed: the definition of the scenario's model")
+    if presets.is_preset_model(m.name):
+        raise ValueError(f"{MODEL_DEFINITION_KEY}: invalid value: {m.name!r} is a preset model; allowed: "
+                         f"no definition for a preset (its name identifies it)")
+    try:
+        presets.register_model(m)
+    except ValueError as e:
+        raise ValueError(f"{MODEL_DEFINITION_KEY}: {e}") from None
 
 
 def coerce(name: str, value: Any) -> Any:

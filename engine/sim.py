@@ -152,6 +152,8 @@ def _build(sc: Scenario, wl: Workload):
     R_f = np.full((L.RF_LEN, n), np.nan)
     R_f[L.RF_ARR] = wl.arrival_s
     R_f[L.RF_LOADWAIT] = 0.0
+    R_f[L.RF_C0] = 0.0
+    R_f[L.RF_QSTALL] = 0.0
 
     A_i = np.zeros((L.AI_LEN, A), np.int64)
     A_i[L.AI_BYTES] = sizes
@@ -284,10 +286,11 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
     admit = R_f[L.RF_ADMIT][issued]
     out = R_i[L.RI_OUTPUT][issued]
     lw = R_f[L.RF_LOADWAIT][issued] * 1e3
+    qstall = R_f[L.RF_QSTALL][issued] * 1e3  # sync: load stalls the request waited out while queued (in lw)
     fe = sc.frontend_ms
     ttft = (first - arrival) * 1e3 + fe  # the API server's own latency comes on top of the engine's
     sync = effective(sc)["load_mode"] == "sync"
-    prefill = (first - admit) * 1e3 - (lw if sync else 0.0)
+    prefill = (first - admit) * 1e3 - (lw - qstall if sync else 0.0)
     queue = ttft - fe - lw - prefill
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(out > 1, (finish - first) * 1e3 / (out - 1), np.nan)
@@ -299,10 +302,13 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
         "queue_ms": queue,
         "frontend_ms": np.where(np.isnan(first), np.nan, fe),
         "load_wait_ms": np.where(np.isnan(first), np.nan, lw),
+        # its part spent queued while the GPU stalled on other requests' loads (sync; 0 in async mode)
+        "load_wait_queued_ms": np.where(np.isnan(first), np.nan, qstall),
         "prefill_ms": prefill,
         "ttft_ms": ttft,
         "tpot_ms": tpot,
         "e2e_ms": (finish - arrival) * 1e3 + fe,
+        "admit_s": admit,
         "preemptions": R_i[L.RI_PREEMPTED][issued],
         "dropped": status == L.ST_DROPPED,
         "finish_s": finish,
@@ -327,6 +333,7 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
         "adapter_bytes_resident": tsa[:, L.TS_ADAPTER_BYTES],
         "kv_bytes_used": tsa[:, L.TS_KV_BYTES],
         "kv_frag": tsa[:, L.TS_FRAG],
+        "pcie_busy_frac": tsa[:, L.TS_PCIE],
     })
     ne = int(S_i[L.SI_NEV])
     ev = pd.DataFrame({
@@ -353,6 +360,7 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
         "preemptions": int(S_i[L.SI_PREEMPTS]),
         "dropped_total": int(S_i[L.SI_DROPS]),
         "compacted_bytes": float(S_f[L.SF_COMPACT_BYTES]),
+        "pcie_busy_frac": float(S_f[L.SF_PCIE_BUSY] / (sc.duration_s - sc.warmup_s)),
         "rejections": int(S_i[L.SI_REJECTS]),
         "avg_frag": float(S_f[L.SF_FRAG_INT] / (sc.duration_s - sc.warmup_s)),
         "peak_adapter_bytes": float(S_f[L.SF_PEAK_ADAPTER]),

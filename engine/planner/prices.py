@@ -15,6 +15,19 @@ pages, mid-points of the ranges they give):
 * l40s 0.90: ASSUMED (specialty providers list it between an A10G and an A100 80GB).
 * l4 0.70: ASSUMED, Google Cloud g2-standard-4 (1 L4) list price order of magnitude.
 * rtx4090 0.60, rtx3090 0.30: ASSUMED, community GPU marketplaces' typical asks.
+
+Added with the A40 ... B200 presets (2026-12, from stored copies of public pages, not live quotes):
+
+* t4 0.53: AWS EC2 g4dn.xlarge on-demand, us-east-1 ($0.526/h, 1 T4), https://aws.amazon.com/ec2/instance-types/g4/
+* h100-pcie 2.49: Lambda's 1x H100 on-demand rate ($2.49/h for 1 GPU; its 1x H100 is the PCIe card), "Cloud GPU Pricing
+  Explained", https://computespec.pages.dev/learn/pricing/cloud-gpu-pricing-explained
+* b200 5.00: ASSUMED, between the lowest on-demand B200 SXM rate tracked across 26 providers
+  ($3.75/h, packet.ai, June 2026, https://packet.ai/blog/gpu-pricing-models-compared) and the
+  hyperscalers' $8-14/h quoted there.
+* a100-80gb-pcie 1.20, a100-40gb-pcie 0.90: ASSUMED (a little below the SXM parts above, as
+  providers price the PCIe cards).
+* a10 0.75: ASSUMED (specialty providers' single-A10 on-demand rates; a little below the AWS A10G).
+* a40 0.45: ASSUMED (community/specialty marketplaces list the A40 between an RTX 4090 and an L40S).
 """
 from __future__ import annotations
 
@@ -34,6 +47,13 @@ GPU_PRICES_USD_PER_HOUR: dict[str, float] = {
     "h100-80gb": 3.00,
     "h100-64gb": 2.50,
     "h200": 4.00,
+    "a40": 0.45,
+    "a10": 0.75,
+    "t4": 0.53,
+    "a100-40gb-pcie": 0.90,
+    "a100-80gb-pcie": 1.20,
+    "h100-pcie": 2.49,
+    "b200": 5.00,
 }
 
 

@@ -29,18 +29,27 @@ Conventions
 
 
 from .gpus import GPU, GPUS, get_gpu
+from .hf import FAMILIES, HF_PRESET_CONFIGS, count_params, model_from_hf_config  # importing hf adds its presets
 from .models import (
+           MLP_KINDS,
            MODELS,
            TARGET_MODULES,
            Model,
            adapter_bytes,
            get_model,
+           is_preset_model,
            kv_bytes_per_token,
+           model_from_dict,
+           model_modules,
+           model_to_dict,
            module_shape,
+           register_model,
            weight_bytes,
 )
 from .scenarios import SCENARIOS
 from .units import GIB, MIB
 
-__all__ = ["GPU", "GPUS", "get_gpu", "Model", "MODELS", "TARGET_MODULES", "get_model", "module_shape",
-           "adapter_bytes", "kv_bytes_per_token", "weight_bytes", "SCENARIOS", "GIB", "MIB"]
+__all__ = ["GPU", "GPUS", "get_gpu", "Model", "MODELS", "MLP_KINDS", "TARGET_MODULES", "get_model", "module_shape",
+           "model_modules", "adapter_bytes", "kv_bytes_per_token", "weight_bytes", "register_model",
+           "is_preset_model", "model_to_dict", "model_from_dict", "model_from_hf_config", "count_params",
+           "FAMILIES", "HF_PRESET_CONFIGS", "SCENARIOS", "GIB", "MIB"]

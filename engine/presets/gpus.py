@@ -10,6 +10,9 @@ from .units import unknown
 # Practical host->device bandwidth of an x16 link, GB/s (see module docstring).
 _PCIE4_X16_GBPS = 25.0
 _PCIE5_X16_GBPS = 50.0
+# PCIe 3.0 x16 (T4): 15.75 GB/s raw per direction; the same ~0.8 practical share as the 4.0
+# figure (25 of 31.5) gives 12.5 GB/s.  ASSUMED (scaled, not a measurement of ours).
+_PCIE3_X16_GBPS = 12.5
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,41 @@ _H100_64_SRC = (
     "(https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet); "
     "bandwidth is an ASSUMPTION, not a published NVIDIA figure: 4 HBM2e "
     "stacks x 1024 bit x 3.2 Gb/s = 1638.4 GB/s (~1.6 TB/s)"
+)
+
+_A40_DS = (
+    "NVIDIA A40 datasheet (48 GB GDDR6 with ECC, 696 GB/s, PCIe Gen4 x16; BF16 tensor with FP32 "
+    "accumulate 149.7 TFLOPS dense, 299.4 with sparsity): "
+    "https://images.nvidia.com/content/Solutions/data-center/a40/nvidia-a40-datasheet.pdf"
+)
+_A10_DS = (
+    "NVIDIA A10 Tensor Core GPU datasheet (24 GB GDDR6, 600 GB/s, PCIe Gen4 x16; BF16/FP16 tensor "
+    "125 TFLOPS dense, 250 with sparsity): "
+    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/a10-datasheet.pdf"
+)
+_T4_DS = (
+    "NVIDIA T4 Tensor Core GPU datasheet (16 GB GDDR6, 320+ GB/s, PCIe Gen3 x16; mixed precision "
+    "FP16/FP32 65 TFLOPS, no sparsity on Turing): "
+    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf"
+)
+_A100_PCIE_DS = (
+    "NVIDIA A100 Tensor Core GPU datasheet (PCIe columns: 40 GB HBM2 1,555 GB/s, 80 GB HBM2e "
+    "1,935 GB/s; BF16/FP16 tensor 312 TFLOPS dense, 624 with sparsity; PCIe Gen4): "
+    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+    "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
+)
+_H100_PCIE_DS = (
+    "NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe column: 80 GB HBM2e, 2 TB/s, BF16/FP16 tensor "
+    "1,513 TFLOPS with sparsity, PCIe Gen5 x16): "
+    "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet"
+)
+_B200_SRC = (
+    "NVIDIA HGX platform page (HGX B200, 8 GPUs: FP16/BF16 tensor 36 PFLOPS with sparsity, i.e. "
+    "4.5 sparse / 2.25 dense PFLOPS per GPU; 1.4 TB HBM3e): https://www.nvidia.com/en-us/data-center/hgx/ ; "
+    "NVIDIA DGX B200 datasheet (1,440 GB GPU memory = 180 GB per GPU, 64 TB/s HBM3e = 8 TB/s per GPU): "
+    "https://resources.nvidia.com/en-us-dgx-systems/dgx-b200-datasheet ; host link PCIe Gen5 x16 as in "
+    "the MLPerf Inference v6.0 system description 'NVIDIA B200-SXM-180GB' (Nebius): "
+    "https://github.com/mlcommons/inference_results_v6.0/blob/main/closed/Nebius/systems/nebius_b200_n1.json"
 )
 
 GPUS: dict[str, GPU] = {
@@ -188,6 +226,84 @@ GPUS: dict[str, GPU] = {
         fp16_tflops=989.4,
         pcie_gbps=_PCIE5_X16_GBPS,  # host link is PCIe 5.0 x16
         source=_H200_DS,
+    ),
+    # ---- added for the capacity planner (no calibration run uses them)
+    "a40": GPU(
+        name="a40",
+        label="NVIDIA A40 48 GB (PCIe)",
+        memory_gib=48.0,  # 48 GB GDDR6 with ECC
+        hbm_gbps=696.0,
+        # Datasheet: BF16 tensor *with FP32 accumulate* 149.7 dense / 299.4 sparse (a data-centre
+        # GA102: full-rate FP32 accumulate, unlike the GeForce RTX 3090's half rate).
+        fp16_tflops=149.7,
+        pcie_gbps=_PCIE4_X16_GBPS,  # PCIe 4.0 x16 (datasheet: 64 GB/s bidir.)
+        source=_A40_DS,
+    ),
+    "a10": GPU(
+        name="a10",
+        label="NVIDIA A10 24 GB (PCIe)",
+        memory_gib=24.0,  # 24 GB GDDR6
+        hbm_gbps=600.0,
+        # Datasheet: BF16/FP16 tensor 250 TFLOPS *with sparsity* -> 125 dense (the AWS-only A10G
+        # above is tabulated at 70: a different part with the same memory system).
+        fp16_tflops=125.0,
+        pcie_gbps=_PCIE4_X16_GBPS,  # PCIe 4.0 x16
+        source=_A10_DS,
+    ),
+    "t4": GPU(
+        name="t4",
+        label="NVIDIA T4 16 GB (PCIe)",
+        memory_gib=16.0,  # 16 GB GDDR6
+        hbm_gbps=320.0,  # datasheet "320+ GB/s" (256-bit GDDR6 at 10 Gb/s = 320 GB/s)
+        # Datasheet: mixed precision (FP16 multiply, FP32 accumulate) 65 TFLOPS; Turing has no 2:4
+        # sparsity, so this is the dense figure.
+        fp16_tflops=65.0,
+        pcie_gbps=_PCIE3_X16_GBPS,  # PCIe 3.0 x16 (ASSUMED practical rate, see above)
+        source=_T4_DS,
+    ),
+    "a100-40gb-pcie": GPU(
+        name="a100-40gb-pcie",
+        label="NVIDIA A100 40 GB (PCIe)",
+        memory_gib=40.0,  # 40 GB HBM2
+        hbm_gbps=1555.0,  # PCIe 40 GB: same as the SXM4 40 GB part
+        fp16_tflops=312.0,  # datasheet 312 dense / 624 sparse
+        pcie_gbps=_PCIE4_X16_GBPS,  # PCIe 4.0 x16
+        source=_A100_PCIE_DS,
+    ),
+    "a100-80gb-pcie": GPU(
+        name="a100-80gb-pcie",
+        label="NVIDIA A100 80 GB (PCIe)",
+        memory_gib=80.0,  # 80 GB HBM2e
+        hbm_gbps=1935.0,  # PCIe 80 GB (the SXM4 80 GB part is 2039 GB/s)
+        fp16_tflops=312.0,  # datasheet 312 dense / 624 sparse
+        pcie_gbps=_PCIE4_X16_GBPS,  # PCIe 4.0 x16
+        source=_A100_PCIE_DS,
+    ),
+    "h100-pcie": GPU(
+        name="h100-pcie",
+        label="NVIDIA H100 80 GB (PCIe)",
+        memory_gib=80.0,  # 80 GB HBM2e
+        hbm_gbps=2000.0,  # 2 TB/s
+        # Datasheet: BF16/FP16 tensor 1,513 TFLOPS with sparsity -> 756 dense (1,513 / 2 = 756.5,
+        # rounded down to the 756 quoted in docs/presets.md; the 0.07 % is far inside compute_eff).
+        fp16_tflops=756.0,
+        pcie_gbps=_PCIE5_X16_GBPS,  # PCIe 5.0 x16
+        source=_H100_PCIE_DS,
+    ),
+    "b200": GPU(
+        name="b200",
+        label="NVIDIA B200 180 GB (SXM)",
+        # HGX/DGX B200 list 180 GB per GPU (1,440 GB / 8; early announcements said 192 GB, the
+        # HBM3e stacks' raw capacity): 180 taken, read as GiB like the others.
+        memory_gib=180.0,
+        hbm_gbps=8000.0,  # 8 TB/s (64 TB/s / 8)
+        # HGX B200: FP16/BF16 tensor 36 PFLOPS with sparsity for 8 GPUs -> 4.5 PFLOPS sparse,
+        # 2.25 PFLOPS = 2250 TFLOPS dense per GPU (the 1000 W HGX part; the GB200 part is rated higher).
+        fp16_tflops=2250.0,
+        # Blackwell's own interface is PCIe Gen6-capable, but HGX B200 hosts (x86 CPUs) link at
+        # PCIe 5.0 x16 (MLPerf system description), so the Gen5 practical rate applies.
+        pcie_gbps=_PCIE5_X16_GBPS,
+        source=_B200_SRC,
     ),
 }
 

@@ -1,10 +1,20 @@
 """Model presets (from each model's Hugging Face config.json) and closed-form sizes:
 LoRA adapter bytes, KV-cache bytes per token, base-weight bytes.
+
+``MODELS`` holds the presets below, the presets that ``hf.py`` builds from the
+config.json dictionaries written there (Llama-3.1-70B, Mistral-7B-v0.3, ...), and
+any model a caller adds with ``register_model`` (e.g. one built by
+``model_from_hf_config``).  ``is_preset_model`` tells the built-in ones apart.
 """
 
-from dataclasses import dataclass
+import math
+from dataclasses import asdict, dataclass, fields
 
 from .units import unknown
+
+#: MLP layouts: "gated" = gate_proj + up_proj + down_proj (SwiGLU / GeGLU: Llama, Mistral,
+#: Qwen2, Phi-3, Gemma); "plain" = up_proj + down_proj (GPT-NeoX's dense_h_to_4h / dense_4h_to_h).
+MLP_KINDS = ("gated", "plain")
 
 
 @dataclass(frozen=True)
@@ -19,13 +29,37 @@ class Model:
     vocab_size: int
     n_params: float  # total parameter count, e.g. 6.74e9
     source: str  # the HF config.json it comes from (repo id)
+    # Width of one attention head.  0 (the default) means hidden_size // n_heads, which is what
+    # every Llama/Mistral/Qwen2/Phi-3 config implies; Gemma states it (head_dim 256, so
+    # n_heads * head_dim need not equal hidden_size).  Normalised to the actual width on creation.
+    head_dim: int = 0
+    mlp: str = "gated"  # one of MLP_KINDS
 
     def __post_init__(self) -> None:
-        if self.hidden_size % self.n_heads != 0:
-            raise ValueError(
-                f"model {self.name!r}: hidden_size {self.hidden_size} is not a "
-                f"multiple of n_heads {self.n_heads}"
-            )
+        for f in ("name", "label", "source"):
+            v = getattr(self, f)
+            if not isinstance(v, str) or not v.strip():
+                raise ValueError(f"model {self.name!r}: {f}: invalid value {v!r}; allowed: a non-empty string")
+        for f in ("n_layers", "hidden_size", "n_heads", "n_kv_heads", "intermediate_size", "vocab_size"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"model {self.name!r}: {f}: invalid value {v!r}; allowed: a positive integer")
+        hd = self.head_dim
+        if isinstance(hd, bool) or not isinstance(hd, int) or hd < 0:
+            raise ValueError(f"model {self.name!r}: head_dim: invalid value {hd!r}; allowed: a positive integer "
+                             f"(or 0 for hidden_size // n_heads)")
+        n = self.n_params
+        if isinstance(n, bool) or not isinstance(n, (int, float)) or not math.isfinite(n) or n <= 0:
+            raise ValueError(f"model {self.name!r}: n_params: invalid value {n!r}; allowed: a positive number")
+        if self.mlp not in MLP_KINDS:
+            raise ValueError(f"model {self.name!r}: mlp: invalid value {self.mlp!r}; allowed: {', '.join(MLP_KINDS)}")
+        if hd == 0:
+            if self.hidden_size % self.n_heads != 0:
+                raise ValueError(
+                    f"model {self.name!r}: hidden_size {self.hidden_size} is not a "
+                    f"multiple of n_heads {self.n_heads}"
+                )
+            object.__setattr__(self, "head_dim", self.hidden_size // self.n_heads)
         if self.n_heads % self.n_kv_heads != 0:
             raise ValueError(
                 f"model {self.name!r}: n_heads {self.n_heads} is not a "
@@ -160,13 +194,22 @@ TARGET_MODULES: dict[str, tuple[str, ...]] = {
 
 
 def _head_dim(model: Model) -> int:
-    return model.hidden_size // model.n_heads
+    return model.head_dim  # hidden_size // n_heads unless the config states it (Gemma)
+
+
+def model_modules(model: Model) -> tuple[str, ...]:
+    """The LoRA-targetable linear layers of one decoder layer (a plain MLP has no gate_proj)."""
+    mlp = ("gate_proj", "up_proj", "down_proj") if model.mlp == "gated" else ("up_proj", "down_proj")
+    return ("q_proj", "k_proj", "v_proj", "o_proj") + mlp
 
 
 def module_shape(model: Model, module: str) -> tuple[int, int]:
-    """(in_features, out_features) of one linear layer, respecting GQA.
+    """(in_features, out_features) of one linear layer, respecting GQA and an explicit head_dim.
 
-    k_proj / v_proj project to n_kv_heads * head_dim, not hidden_size.
+    q_proj projects to n_heads * head_dim and k_proj / v_proj to n_kv_heads * head_dim (not
+    hidden_size); o_proj maps n_heads * head_dim back to hidden_size.  Fused layers (Phi-3's
+    qkv_proj and gate_up_proj, GPT-NeoX's query_key_value) are given as their logical parts, the
+    way vLLM allocates LoRA buffers per slice.
     """
     h = model.hidden_size
     hd = _head_dim(model)
@@ -182,10 +225,10 @@ def module_shape(model: Model, module: str) -> tuple[int, int]:
         "up_proj": (h, i),
         "down_proj": (i, h),
     }
-    try:
-        return shapes[module]
-    except KeyError:
-        raise unknown("module", module, shapes) from None
+    have = model_modules(model)
+    if module not in have:
+        raise unknown(f"module (of {model.name}, {model.mlp} MLP)", module, have)
+    return shapes[module]
 
 
 def adapter_bytes(
@@ -194,7 +237,8 @@ def adapter_bytes(
     """Bytes of one LoRA adapter.
 
     Per targeted module per layer: A (rank x in) + B (out x rank), i.e.
-    rank * (in + out) * dtype_bytes, summed over modules and layers.
+    rank * (in + out) * dtype_bytes, summed over modules and layers.  Modules of the target set
+    that the model does not have (gate_proj of a plain MLP) are skipped.
     """
     if rank <= 0:
         raise ValueError(f"rank: must be a positive integer, got {rank!r}")
@@ -204,7 +248,8 @@ def adapter_bytes(
         modules = TARGET_MODULES[target_modules]
     except KeyError:
         raise unknown("target_modules", target_modules, TARGET_MODULES) from None
-    per_layer = sum(sum(module_shape(model, m)) for m in modules)
+    have = model_modules(model)
+    per_layer = sum(sum(module_shape(model, m)) for m in modules if m in have)
     return int(rank) * per_layer * model.n_layers * int(dtype_bytes)
 
 
@@ -223,3 +268,67 @@ def get_model(name: str) -> Model:
         return MODELS[name]
     except KeyError:
         raise unknown("model", name, MODELS) from None
+
+
+# ---------------------------------------------------------------------------
+# Registry: built-in presets vs models added at run time
+# ---------------------------------------------------------------------------
+
+_PRESET_NAMES: set[str] = set(MODELS)  # hf.py adds the presets it builds (add_preset_model)
+
+
+def is_preset_model(name: str) -> bool:
+    """True for a built-in preset (its name alone identifies it); False for a registered model."""
+    return name in _PRESET_NAMES
+
+
+def add_preset_model(model: Model) -> Model:
+    """Add a built-in preset (used by hf.py for the presets it builds from config.json dicts)."""
+    if model.name in MODELS:
+        raise ValueError(f"model: preset {model.name!r} is defined twice")
+    MODELS[model.name] = model
+    _PRESET_NAMES.add(model.name)
+    return model
+
+
+def register_model(model: Model) -> Model:
+    """Add ``model`` to MODELS under its name, so that ``Scenario(model=model.name)`` and every
+    helper taking a model name accept it.  Registering the same model again is a no-op; a name
+    already taken by a different model (a preset or an earlier registration) is a ValueError."""
+    if not isinstance(model, Model):
+        raise ValueError(f"model: invalid value {model!r}; allowed: an engine.presets.Model "
+                         f"(e.g. from engine.model_from_hf_config)")
+    old = MODELS.get(model.name)
+    if old is not None and old != model:
+        kind = "preset" if is_preset_model(model.name) else "registered"
+        raise ValueError(f"model: name {model.name!r} is already a {kind} model with a different "
+                         f"definition; allowed: a new name, or exactly the same definition")
+    MODELS[model.name] = model
+    return model
+
+
+def model_to_dict(model: Model) -> dict:
+    """The model's definition as a JSON-ready dict (every Model field)."""
+    return asdict(model)
+
+
+def model_from_dict(d: object, where: str = "model_definition") -> Model:
+    """Rebuild a Model from ``model_to_dict`` output; ValueError naming ``where``.<field> otherwise."""
+    if not isinstance(d, dict):
+        raise ValueError(f"{where}: invalid value {d!r}; allowed: a JSON object with the fields "
+                         f"of engine.presets.Model")
+    names = [f.name for f in fields(Model)]
+    required = [n for n in names if n not in ("head_dim", "mlp")]  # those two have defaults
+    for k in d:
+        if k not in names:
+            raise ValueError(f"{where}.{k}: unknown field; allowed: {', '.join(names)}")
+    for k in required:
+        if k not in d:
+            raise ValueError(f"{where}.{k}: missing; allowed: {', '.join(names)}")
+    kw = dict(d)
+    if isinstance(kw.get("n_params"), int) and not isinstance(kw["n_params"], bool):
+        kw["n_params"] = float(kw["n_params"])
+    try:
+        return Model(**kw)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
