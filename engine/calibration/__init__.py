@@ -17,7 +17,9 @@ Modules, from the bottom up (no cycles between them):
 * ``refdata``: where ``shared/reference-data`` lives;
 * ``slora_s1``, ``vllm_runs``: the reference datasets as Cases; ``feasibility``: which vLLM
   runs refuse to start (``failed_insufficient_KV_cache_memory``);
-* ``report``: the validation report (``run_validation``, docs/validation.md).
+* ``report``: the validation report (``run_validation``, docs/validation.md);
+* ``readers``: benchmark tools' result files (``vllm bench serve``, GuideLLM, AIPerf) as runs,
+  replayed as Cases, fitted with a hold-out split and diagnostics (``fit_tool_runs``).
 
 Import the names from this package, not from its modules.
 """
@@ -32,7 +34,30 @@ from .fitting import (
     fit_cases,
     measurement_cases,
 )
-from .measurements import EXTRA_METRICS, METRIC_COLUMNS, load_measurements, row_scenario
+from .measurements import EXTRA_METRICS, METRIC_COLUMNS, TOOL_FORMATS, load_measurements, row_scenario, tool_format
+from .readers import (
+    DEFAULT_FIT_METRICS,
+    ERROR_FLAG,
+    HOLD_OUT_CHOICES,
+    ToolFit,
+    ToolRun,
+    choose_hold_out,
+    fit_tool_runs,
+    formats_understood,
+    is_tool_file,
+    match_model,
+    provenance,
+    read_tool_file,
+    read_tool_files,
+    server_scenario,
+    simulate_run,
+    to_aiperf_json,
+    to_guidellm_json,
+    to_vllm_bench_json,
+    tool_cases,
+    tool_paths,
+    ttft_distribution,
+)
 from .refdata import REF_DIR
 from .report import (
     FEASIBILITY_TARGET,
@@ -67,6 +92,11 @@ from .vllm_runs import (
 __all__ = [
     # measurement files
     "METRIC_COLUMNS", "EXTRA_METRICS", "load_measurements", "row_scenario",
+    # benchmark tools' result files
+    "TOOL_FORMATS", "tool_format", "ToolRun", "formats_understood", "read_tool_file", "read_tool_files", "tool_paths",
+    "is_tool_file", "match_model", "server_scenario", "tool_cases", "simulate_run", "ttft_distribution", "to_vllm_bench_json",
+    "to_guidellm_json", "to_aiperf_json", "DEFAULT_FIT_METRICS", "ERROR_FLAG", "HOLD_OUT_CHOICES", "ToolFit",
+    "choose_hold_out", "fit_tool_runs", "provenance",
     # cases and errors
     "Case", "engine_metrics", "typed_values", "simulate_case", "simulate_cases", "error_table",
     "summarize_errors",

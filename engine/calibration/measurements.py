@@ -1,5 +1,10 @@
 """Measurement files: the metric columns of a ``vllm bench serve`` / ``benchmark_serving.py``
-result plus any Scenario field as an extra column (the row's scenario)."""
+result plus any Scenario field as an extra column (the row's scenario).
+
+A benchmark tool's own result file (``tool_format``: vllm bench serve, GuideLLM, AIPerf) is routed
+to the tool readers (``engine.calibration.readers``, which register themselves with
+``register_tool_reader``: this module imports nothing above it), which turn each run into a row
+whose Scenario columns state the run's traffic."""
 from __future__ import annotations
 
 import io
@@ -16,6 +21,58 @@ METRIC_COLUMNS = ("request_throughput", "output_throughput", "mean_ttft_ms", "me
                   "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms")
 #: Extra metric some datasets carry (share of requests meeting slo_ttft_ms).
 EXTRA_METRICS = ("slo_attainment",)
+#: Benchmark tools' result files the readers understand (``tool_format`` names).
+TOOL_FORMATS = {
+    "vllm-bench-serve": "`vllm bench serve --save-result` / benchmarks/benchmark_serving.py result JSON "
+                        "(with or without --save-detailed; JSON Lines from --append-result)",
+    "guidellm": "GuideLLM benchmark report (benchmarks.json, report schema version 2)",
+    "aiperf": "AIPerf profile_export_aiperf.json",
+}
+_tool_rows = None  # set by engine.calibration.readers: path -> list of row dicts
+
+
+def register_tool_reader(fn) -> None:
+    """Route tool result files through ``fn(path) -> rows`` (called by engine.calibration.readers)."""
+    global _tool_rows
+    _tool_rows = fn
+
+
+def tool_format(obj) -> str | None:
+    """Which tool wrote this parsed JSON object (a ``TOOL_FORMATS`` key), or None."""
+    if not isinstance(obj, dict):
+        return None
+    bl = obj.get("benchmarks")
+    if isinstance(bl, list) and (isinstance(obj.get("metadata"), dict) or any(
+            isinstance(b, dict) and b.get("type_") == "generative_benchmark" for b in bl)):
+        return "guidellm"
+    if "aiperf_version" in obj or (isinstance(obj.get("input_config"), dict)
+                                   and isinstance(obj.get("request_throughput"), dict)):
+        return "aiperf"
+    if ("request_rate" in obj or "duration" in obj) and ("completed" in obj or "request_throughput" in obj) \
+            and ("total_input_tokens" in obj or "num_prompts" in obj or "input_lens" in obj):
+        return "vllm-bench-serve"
+    return None
+
+
+def _tool_file(src) -> bool:
+    """Is ``src`` a path (or JSON text) of a tool result file?"""
+    text = None
+    if isinstance(src, (str, Path)) and not (isinstance(src, str) and "\n" in src):
+        p = Path(src)
+        if p.is_file() and p.suffix.lower() in (".json", ".jsonl"):
+            try:
+                text = p.read_text()
+            except OSError:
+                return False
+    if text is None:
+        return False
+    first = text.lstrip().splitlines()[0] if text.strip() else ""
+    for chunk in (text, first):
+        try:
+            return tool_format(json.loads(chunk)) is not None
+        except (json.JSONDecodeError, ValueError):
+            continue
+    return False
 
 
 def load_measurements(src, base: Scenario | None = None) -> pd.DataFrame:
@@ -27,12 +84,17 @@ def load_measurements(src, base: Scenario | None = None) -> pd.DataFrame:
     data row) of the first problem.  With ``base``, every row's scenario is also
     validated (``row N: <field>: ...``).
     """
+    if _tool_file(src):
+        if _tool_rows is None:
+            raise ValueError(f"data: {src} is a benchmark tool's result file; import engine.calibration to read it")
+        src = _tool_rows(src)
     df = _read_table(src)
     if len(df) == 0:
         raise ValueError("measurements: no rows")
     if not any(c in df.columns for c in METRIC_COLUMNS + EXTRA_METRICS):
         raise ValueError(f"request_throughput: missing, and no other metric column either; a measurement file "
-                         f"needs at least one of: {', '.join(METRIC_COLUMNS + EXTRA_METRICS)}")
+                         f"needs at least one of: {', '.join(METRIC_COLUMNS + EXTRA_METRICS)}; or be a tool result "
+                         f"file: {'; '.join(TOOL_FORMATS.values())}")
     names = set(Scenario.field_names())
     metric_cols = [c for c in METRIC_COLUMNS + EXTRA_METRICS if c in df.columns]
     scen_cols = [c for c in df.columns if c in names]

@@ -1,8 +1,20 @@
 """CLI commands of the calibration: ``calibrate`` (fit cost-model parameters to measured runs) and
 ``validate`` (fit to the reference data, write the validation report).  Uses ``engine.calibration``;
-nothing there imports this module."""
+nothing there imports this module.
+
+``calibrate --data`` takes benchmark tools' result files (``vllm bench serve`` /
+``benchmark_serving.py``, GuideLLM, AIPerf; several files or a directory: a sweep), replays each
+run's own traffic, and fits on all of them or on a train split (``--hold-out``); or one
+measurement table (CSV/JSON of metric columns plus Scenario fields), as before.  The server's
+settings, which no result file states, come from ``--preset`` / ``--scenario`` and the options
+``--gpu``, ``--model``, ``--max-loras``, ``--max-cpu-loras``, ``--max-lora-rank``,
+``--num-adapters``, ``--popularity`` and ``--set FIELD=VALUE``.
+"""
 from __future__ import annotations
 
+import json
+import math
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -10,33 +22,76 @@ import pandas as pd
 from ..calibration import (
     DEFAULT_PARAMS,
     FIT_BOUNDS,
+    HOLD_OUT_CHOICES,
     _check_params,
+    at_bounds,
     fit,
+    fit_tool_runs,
+    is_tool_file,
     load_measurements,
+    provenance,
+    read_tool_files,
     run_validation,
+    server_scenario,
     summarize_errors,
+    tool_paths,
 )
-from ..scenario import Scenario
-from .common import fail
+from ..scenario import Scenario, coerce
+from .common import fail, parse_pairs, positive_int
 
 
 def _fmt_table(t: pd.DataFrame) -> str:
     return t.to_string(index=False, float_format=lambda x: f"{x:.4g}")
 
 
+def _bounds_warning(values: dict) -> list[str]:
+    hits = at_bounds(values)
+    if not hits:
+        return []
+    return [f"WARNING: the model cannot explain these runs with physical values: {'; '.join(hits)}.  The data push "
+            "these parameters past their physical range: the fitted values are not hardware properties and the "
+            "fit is not trustworthy; check the server settings (--gpu, --model, --max-loras, ...) and the runs."]
+
+
+def _base(a) -> Scenario:
+    if a.scenario:
+        try:
+            return Scenario.from_json(Path(a.scenario).read_text())
+        except OSError as e:
+            raise ValueError(f"--scenario: cannot read {a.scenario!r} ({e.strerror})") from None
+    return Scenario.from_preset(a.preset)
+
+
+def _settings(a) -> dict:
+    over = parse_pairs(a.set)
+    for k, v in over.items():
+        over[k] = coerce(k, v)
+    return dict(gpu=a.gpu, model=a.model, max_loras=a.max_loras, max_cpu_loras=a.max_cpu_loras,
+                max_lora_rank=a.max_lora_rank, num_adapters=a.num_adapters, popularity=a.popularity, overrides=over)
+
+
 def cmd_calibrate(a) -> int:
     try:
         params = [p.strip() for p in a.params.split(",") if p.strip()] if a.params else list(DEFAULT_PARAMS)
         _check_params(params, None)
-        if a.scenario:
-            try:
-                base = Scenario.from_json(Path(a.scenario).read_text())
-            except OSError as e:
-                return fail(f"--scenario: cannot read {a.scenario!r} ({e.strerror})")
-        else:
-            base = Scenario.from_preset(a.preset)
-        data = load_measurements(a.data, base=base)
-        metrics = [m.strip() for m in a.metrics.split(",")] if a.metrics else None
+        base = _base(a)
+        settings = _settings(a)
+        metrics = [m.strip() for m in a.metrics.split(",") if m.strip()] if a.metrics else None
+        paths = tool_paths(a.data)
+        tools = [is_tool_file(p) for p in paths]
+        if any(tools):
+            if not all(tools):
+                bad = next(p for p, t in zip(paths, tools) if not t)
+                raise ValueError(f"data: {bad} is not a tool result file, the others are; give tool files only, or "
+                                 "one measurement table")
+            return _calibrate_tools(a, base, settings, params, metrics, paths)
+        if len(paths) > 1:
+            raise ValueError("data: several measurement tables; give one table (it may hold many rows), or tool "
+                             "result files")
+        if a.hold_out:
+            raise ValueError("--hold-out: needs benchmark tool result files (a measurement table is fitted whole)")
+        base, _ = server_scenario(base, [], **settings)
+        data = load_measurements(paths[0], base=base)
         res = fit(base, data, params=params, metrics=metrics, max_nfev=a.max_nfev)
     except ValueError as e:
         return fail(str(e))
@@ -46,6 +101,8 @@ def cmd_calibrate(a) -> int:
     print(f"fitted in {res.wall_s:.1f} s, {res.nfev} evaluations ({res.status})")
     for p, v in res.values.items():
         print(f"  {p:>20} = {v:.6g}   (start {res.start[p]:.6g})")
+    for w in _bounds_warning(res.values):
+        print(w)
     cols = ["case", "metric", "measured", "simulated", "rel_error"]
     print(_fmt_table(res.table[cols]))
     print(_fmt_table(summarize_errors(res.table)))
@@ -61,6 +118,68 @@ def cmd_calibrate(a) -> int:
     return 0
 
 
+def _describe(r) -> str:
+    if r.arrival == "closed":
+        traffic = f"closed loop of {r.concurrency}"
+    elif r.arrival == "burst":
+        traffic = f"{r.num_requests} requests at t = 0 (rate inf)"
+    else:
+        kind = {"poisson": "Poisson", "constant": "constant gaps",
+                "gamma": f"Gamma, burstiness {r.burstiness:g} (CV {1 / math.sqrt(r.burstiness):.3g})"}[r.arrival]
+        traffic = f"{r.rate_rps:g} req/s {kind}, {r.num_requests} requests"
+    lens = "per-request lengths" if r.detailed else "fixed lengths"
+    return (f"  {r.source}: {r.tool} ({r.version or 'version not stated'}): {traffic}; {r.mean_in:.1f} / "
+            f"{r.mean_out:.1f} tokens mean ({lens}); duration {r.duration_s:.4g} s; metrics "
+            f"{', '.join(sorted(r.measured))}" + "".join(f"\n      note: {n}" for n in r.notes))
+
+
+def _calibrate_tools(a, base, settings, params, metrics, paths) -> int:
+    runs = read_tool_files(paths)
+    server, notes = server_scenario(base, runs, **settings)
+    print(f"read {len(runs)} run(s) from {len(paths)} file(s):")
+    for r in runs:
+        print(_describe(r))
+    print(f"server: {server.gpu} / {server.model}, strategy {server.strategy}, max_loras {server.max_loras}, "
+          f"max_cpu_loras {server.max_cpu_loras}, {server.num_adapters} adapters (rank {server.adapter_rank}), "
+          f"popularity {server.popularity}" + "".join(f"\n  note: {n}" for n in notes))
+    tf = fit_tool_runs(runs, server, params=params, metrics=metrics, hold_out=a.hold_out, max_nfev=a.max_nfev)
+    res = tf.result
+    n_test = sum(tf.held_out)
+    print(f"fitted on {len(runs) - n_test} run(s), {n_test} held out, in {res.wall_s:.1f} s, {res.nfev} evaluations "
+          f"({res.status})")
+    for p, v in res.values.items():
+        print(f"  {p:>20} = {v:.6g}   (start {res.start[p]:.6g})")
+    for w in _bounds_warning(res.values):
+        print(w)
+    if tf.large_errors:
+        shown = tf.large_errors[:10]
+        more = f"; and {len(tf.large_errors) - 10} more (see the table)" if len(tf.large_errors) > 10 else ""
+        print(f"WARNING: error above 25 % on {len(tf.large_errors)} metric(s): " + "; ".join(shown) + more
+              + ".  The fitted preset does not reproduce these runs there.")
+    for n in tf.notes[1:]:
+        print(f"note: {n}")
+    cols = ["split", "case", "metric", "measured", "simulated", "rel_error", "fitted"]
+    print(_fmt_table(tf.table[cols]))
+    print(_fmt_table(tf.summary()))
+    if len(tf.distributions):
+        print("per-request TTFT, measured vs simulated (KS = largest gap between the two CDFs):")
+        print(_fmt_table(tf.distributions))
+    out = Path(a.out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(tf.scenario.to_json() + "\n")
+        err = out.with_name(out.stem + "_errors.csv")
+        tf.table.to_csv(err, index=False)
+        prov = out.with_name(out.stem + "_provenance.json")
+        cmd = "python -m engine " + " ".join(sys.argv[1:]) if sys.argv else ""
+        prov.write_text(json.dumps(provenance(tf, paths, params, cmd), indent=2, default=str) + "\n")
+    except OSError as e:
+        return fail(f"--out: cannot write {a.out!r} ({e.strerror})")
+    print(f"fitted scenario: {tf.notes[0]}")
+    print(f"wrote {out} (python -m engine run --scenario {out}), {err} and {prov}")
+    return 0
+
+
 def cmd_validate(a) -> int:
     try:
         run_validation(Path(a.out), quick=a.quick, plots=not a.no_plots)
@@ -71,19 +190,36 @@ def cmd_validate(a) -> int:
 
 def add_commands(sub) -> None:
     c = sub.add_parser("calibrate", help="fit cost-model parameters to measured runs")
-    c.add_argument("--data", required=True, help="measurements: CSV/JSON/JSONL with vllm-bench-serve metric "
-                   "columns and scenario fields as extra columns")
-    c.add_argument("--preset", default="default", help="base scenario preset")
+    c.add_argument("--data", required=True, nargs="+", action="extend", metavar="FILE_OR_DIR",
+                   help="benchmark result files (vllm bench serve / benchmark_serving.py --save-result JSON, GuideLLM "
+                   "benchmarks.json, AIPerf profile_export_aiperf.json; several files or a directory = a sweep), or "
+                   "one measurement table: CSV/JSON/JSONL with vllm-bench-serve metric columns and scenario fields "
+                   "as extra columns")
+    c.add_argument("--preset", default="default", help="base scenario preset (the server's settings)")
     c.add_argument("--scenario", help="base scenario.json instead of a preset")
-    c.add_argument("--out", required=True, help="fitted scenario JSON (errors CSV written next to it)")
+    c.add_argument("--out", required=True, help="fitted scenario JSON (errors CSV and, for tool files, provenance "
+                   "JSON written next to it)")
     c.add_argument("--params", help=f"comma-separated parameters to fit (default {','.join(DEFAULT_PARAMS)}); "
                    f"allowed: {', '.join(FIT_BOUNDS)}")
-    c.add_argument("--metrics", help="comma-separated metric columns to fit (default: all present)")
+    c.add_argument("--metrics", help="comma-separated metrics to fit (default: all present for a table; "
+                   "request_throughput, mean_ttft_ms, mean_tpot_ms for tool files)")
     c.add_argument("--max-nfev", type=int, default=60, help="cap on objective evaluations")
+    g = c.add_argument_group("the server (what a result file cannot say; default: the base scenario's)")
+    g.add_argument("--gpu", help="GPU preset")
+    g.add_argument("--model", help="model preset (default: the preset whose HF repo id the file's model_id names)")
+    g.add_argument("--max-loras", type=int, help="vLLM --max-loras (GPU adapter slots)")
+    g.add_argument("--max-cpu-loras", type=int, help="vLLM --max-cpu-loras (host adapter cache)")
+    g.add_argument("--max-lora-rank", "--adapter-rank", dest="max_lora_rank", type=positive_int("--max-lora-rank"),
+                   help="vLLM --max-lora-rank: adapter rank, and with --max-loras the adapter budget vLLM reserves")
+    g.add_argument("--num-adapters", type=positive_int("--num-adapters"), help="adapters the requests chose from")
+    g.add_argument("--popularity", help="how requests chose adapters: uniform (vllm bench serve's --lora-modules "
+                   "pick; the default for its files), zipf:S, power:A")
+    g.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override any scenario field (repeatable)")
+    c.add_argument("--hold-out", help=f"runs not fitted, only evaluated: {', '.join(HOLD_OUT_CHOICES)} "
+                   "(default none: fit on all)")
     c.set_defaults(func=cmd_calibrate)
     v = sub.add_parser("validate", help="fit to the reference data and write the validation report")
     v.add_argument("--out", default="docs/validation.md", help="markdown report path")
     v.add_argument("--quick", action="store_true", help="few runs, short windows (smoke test)")
     v.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     v.set_defaults(func=cmd_validate)
-
