@@ -47,6 +47,8 @@ TS_METRICS = {
     "resident_adapters": ("Resident adapters", ",.0f"),
     "loads_in_flight": ("Adapter loads in flight", ",.2~f"),
     "kv_used_frac": ("KV cache in use", ".0%"),
+    "gpu_busy_frac": ("GPU busy (a step running)", ".0%"),
+    "pcie_busy_frac": ("PCIe link busy (adapter transfers)", ".0%"),
 }
 
 
@@ -761,3 +763,131 @@ def validation_curve_chart(df: pd.DataFrame, x_title: str, y_title: str, series_
                            alt.value("white")),
         tooltip=tooltip)
     return alt.layer(line, points).properties(title=title or "", height=height)
+
+
+# -------------------------------------------------------------------- planner
+#: Goodput of a plan per objective (``engine.planner.OBJECTIVES``): table column and axis title.  min_cost
+#: checks the base rate only, so its goodput is the throughput there.
+PLAN_GOODPUT = {
+    "max_rate": ("max_rate_rps", "Largest SLO-meeting rate (req/s)"),
+    "max_adapters": ("max_adapters", "Most adapters within the SLO"),
+    "min_cost": ("throughput_tok_s", "Throughput at the base rate (tokens/s)"),
+}
+#: Cost axes of the plan chart: table column -> (axis title, number format).
+PLAN_COST = {
+    "price_usd_per_hour": ("GPU price (US$/h, indicative)", "$,.2f"),
+    "cost_per_mtok_usd": ("US$ per million output tokens", "$,.3f"),
+}
+#: Status of a candidate on the plan chart, in legend order, with its colour and point shape.
+PLAN_STATUS = {
+    "recommended": ("#6D28D9", "diamond"),
+    "tie with the best": ("#2563EB", "circle"),
+    "on the frontier": ("#059669", "circle"),
+    "dominated": ("#9CA3AF", "circle"),
+    "fails the SLO": ("#DC2626", "cross"),
+}
+
+
+def plan_label(row: Mapping, fields: Sequence[str]) -> str:
+    """A configuration's short name from its grid values, e.g. 'h100-80gb · 8 · vllm'."""
+    return " · ".join(str(row[f]) for f in fields) if fields else f"config {row.get('config', '')}"
+
+
+def plan_frontier_frame(table: pd.DataFrame, objective: str, cost: str = "price_usd_per_hour",
+                        fields: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per feasible candidate of ``engine.planner.plan(...).table`` with a finite cost and goodput.
+
+    Columns config, label, cost, goodput, ci_low, ci_high, meets_slo, on_frontier, recommended, tie, status,
+    reason.  The Pareto frontier (``pareto_front``: no other SLO-meeting candidate is both cheaper or as cheap
+    and better or as good) is taken over the candidates that meet the SLO; the planner's ``recommended`` and
+    ``tie_with_best`` flags are kept as they are (the ranking is the planner's).
+    ``fields``: the grid's fields, for the labels (default: the planner's usual ones present in the table).
+    """
+    y, _ = PLAN_GOODPUT[objective]
+    cols = ["config", "label", "cost", "goodput", "ci_low", "ci_high", "meets_slo", "on_frontier", "recommended",
+            "tie", "status", "reason"]
+    if fields is None:
+        fields = [f for f in ("gpu", "max_loras", "max_cpu_loras", "strategy") if f in table.columns]
+    if not len(table) or cost not in table.columns or y not in table.columns:
+        return pd.DataFrame(columns=cols)
+    t = table[table["feasible"].astype(bool)]
+    c = t[cost].to_numpy(dtype=float)
+    g = t[y].to_numpy(dtype=float)
+    t = t[np.isfinite(c) & np.isfinite(g)]
+    has_ci = objective != "min_cost" and f"{y}_ci_low" in t.columns
+    d = pd.DataFrame({
+        "config": t["config"].to_numpy() if "config" in t.columns else t.index.to_numpy(),
+        "label": [plan_label(r, fields) for _, r in t.iterrows()],
+        "cost": t[cost].to_numpy(dtype=float),
+        "goodput": t[y].to_numpy(dtype=float),
+        "ci_low": t[f"{y}_ci_low"].to_numpy(dtype=float) if has_ci else np.full(len(t), np.nan),
+        "ci_high": t[f"{y}_ci_high"].to_numpy(dtype=float) if has_ci else np.full(len(t), np.nan),
+        "meets_slo": t["meets_slo"].astype(bool).to_numpy(),
+        "recommended": t["recommended"].astype(bool).to_numpy(),
+        "tie": t["tie_with_best"].astype(bool).to_numpy(),
+        "reason": t["reason"].fillna("").astype(str).to_numpy() if "reason" in t.columns else "",
+    })
+    front = pd.Series(False, index=d.index)
+    ok = d["meets_slo"]
+    if ok.any():
+        front[ok] = pareto_front(d[ok], "cost", "goodput")
+    d["on_frontier"] = front.to_numpy(dtype=bool)
+    d["status"] = np.select(
+        [d["recommended"], d["tie"], d["on_frontier"], d["meets_slo"]],
+        ["recommended", "tie with the best", "on the frontier", "dominated"], default="fails the SLO")
+    return d[cols].reset_index(drop=True)
+
+
+def _note_chart(text: str, title: str, height: int) -> alt.Chart:
+    """A chart that only says ``text`` (nothing to plot)."""
+    return alt.Chart(pd.DataFrame({"note": [text]})).mark_text(fontSize=14, color="#6B7280").encode(
+        text="note:N").properties(title=title, height=height)
+
+
+def plan_frontier(table: pd.DataFrame, objective: str, cost: str = "price_usd_per_hour",
+                  fields: Sequence[str] | None = None, height: int = 380) -> alt.Chart:
+    """Goodput (``PLAN_GOODPUT[objective]``) against cost (``PLAN_COST[cost]``) for every feasible candidate
+    of a plan: the SLO-meeting Pareto frontier joined by a dashed line and labelled, the 95% CI of each
+    candidate's goodput as a vertical bar, the recommended configuration ringed, candidates that fail the SLO
+    as crosses.  An empty or all-infeasible table gives a chart that says so.
+    """
+    y_col, y_title = PLAN_GOODPUT[objective]
+    x_title, x_fmt = PLAN_COST[cost]
+    title = f"{y_title.split(' (')[0]} against {x_title.split(' (')[0].lower()}"
+    d = _cap(plan_frontier_frame(table, objective, cost, fields))
+    if not len(d):
+        why = ("No candidate to plot." if not len(table) else
+               "No feasible candidate to plot: see the reasons in the table." if not table["feasible"].any() else
+               f"No candidate has a {x_title.split(' (')[0].lower()} to plot (no completed run at its optimum).")
+        return _note_chart(why, title, height)
+    status = [s for s in PLAN_STATUS if s in set(d["status"])]
+    x = alt.X("cost:Q", title=x_title, axis=alt.Axis(format=x_fmt), scale=alt.Scale(zero=False, nice=True,
+                                                                                    padding=24))
+    y = alt.Y("goodput:Q", title=y_title, scale=alt.Scale(zero=True, nice=True))
+    fmt = ",.0f" if objective == "max_adapters" else ",.3~g"
+    tooltip = [alt.Tooltip("label:N", title="Configuration"), alt.Tooltip("status:N", title="Status"),
+               alt.Tooltip("cost:Q", title=x_title, format=x_fmt),
+               alt.Tooltip("goodput:Q", title=y_title, format=fmt),
+               alt.Tooltip("ci_low:Q", title="95% CI low", format=fmt),
+               alt.Tooltip("ci_high:Q", title="95% CI high", format=fmt),
+               alt.Tooltip("reason:N", title="Why not")]
+    ci = d[np.isfinite(d["ci_low"]) & np.isfinite(d["ci_high"])]
+    bars = alt.Chart(ci).mark_rule(color="#9CA3AF", strokeWidth=2).encode(
+        x=x, y=alt.Y("ci_low:Q", title=y_title), y2="ci_high:Q", tooltip=tooltip)
+    front = d[d["on_frontier"]].sort_values(["cost", "goodput"])
+    line = alt.Chart(front).mark_line(strokeDash=[5, 4], color="#059669", strokeWidth=1.5).encode(
+        x=x, y=y, order=alt.Order("cost:Q"))
+    points = alt.Chart(d).mark_point(filled=True, size=110, opacity=0.9).encode(
+        x=x, y=y,
+        color=alt.Color("status:N", title=None, sort=status, legend=_legend(),
+                        scale=alt.Scale(domain=status, range=[PLAN_STATUS[s][0] for s in status])),
+        shape=alt.Shape("status:N", sort=status, legend=None,
+                        scale=alt.Scale(domain=status, range=[PLAN_STATUS[s][1] for s in status])),
+        tooltip=tooltip)
+    best = d[d["recommended"]]
+    ring = alt.Chart(best).mark_point(filled=False, size=520, color="#1F2330", strokeWidth=2).encode(
+        x=x, y=y, tooltip=tooltip)
+    labelled = d[d["on_frontier"] | d["recommended"]]
+    labels = alt.Chart(labelled).mark_text(align="left", dx=12, dy=-10, fontSize=11, color="#1F2330").encode(
+        x=x, y=y, text="label:N", tooltip=tooltip)
+    return alt.layer(bars, line, points, ring, labels).properties(title=title, height=height)

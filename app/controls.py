@@ -238,6 +238,10 @@ CONTROLS: list[Control] = [
 ]
 BY_KEY = {c.key: c for c in CONTROLS}
 URL_KEYS = set(BY_KEY) | {BASELINE_KEY}
+#: URL parameters of a page's own controls: key prefix -> the page's pure sanitizer, ``{key: [values]} ->
+#: (clean parameters, issues)``, registered by the page module (``page_plan`` registers ``plan_``).
+#: ``sanitize_query`` hands those parameters to it instead of dropping them as unknown.
+PAGE_PARAMS: dict[str, Callable[[dict[str, list[str]]], tuple[dict, list]]] = {}
 #: Numeric scenario controls a sweep or crossover can vary.
 SWEEPABLE = ["arrival_rate_rps", "zipf_s", "batch_window_ms", "vram_budget_gb", "num_adapters", "pcie_gbps",
              "output_tokens", "prompt_tokens", "adapter_rank", "max_loras"]
@@ -367,8 +371,13 @@ def sanitize_query(query: Mapping[str, Sequence[str]]) -> tuple[dict[str, str | 
     """
     issues: list[Issue] = []
     raw: dict[str, Any] = {}
+    page_raw: dict[str, dict[str, list[str]]] = {}
     for key, vals in query.items():
         vals = list(vals) if isinstance(vals, (list, tuple)) else [vals]
+        prefix = next((p for p in PAGE_PARAMS if key.startswith(p)), None)
+        if prefix is not None:
+            page_raw.setdefault(prefix, {})[key] = vals
+            continue
         if key in STRATEGY_ALIASES:
             raw.setdefault(STRATEGY_KEY, [])
             raw[STRATEGY_KEY] = list(raw[STRATEGY_KEY]) + vals
@@ -402,6 +411,10 @@ def sanitize_query(query: Mapping[str, Sequence[str]]) -> tuple[dict[str, str | 
             continue
         v = values[key]
         clean[key] = [str(x) for x in v] if isinstance(v, list) else _fmt(v)
+    for prefix, params in page_raw.items():
+        page_clean, page_issues = PAGE_PARAMS[prefix](params)
+        clean.update(page_clean)
+        issues += page_issues
     return clean, issues
 
 

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 import streamlit as st
 
 from app import charts, controls, exports, runner
-from engine import STRATEGIES
+from engine import STRATEGIES, causes, contenders_excluded, effective_slots, mean_ci, rank
 
 #: KPI tiles: summary key, label, value format, better ("lower"/"higher"), help.
 KPIS = [
@@ -56,39 +57,131 @@ def fmt_delta(v: float, ref: float, unit: str) -> str | None:
     return f"{d / ref:+.1%}" if ref else f"{d:+,.0f}"
 
 
-def verdict(summaries: dict[str, dict], baseline: str) -> str:
-    """Plain-language winner on median TTFT, with margins (from the summaries)."""
-    vals = {s: m["ttft_p50_ms"] for s, m in summaries.items() if math.isfinite(m.get("ttft_p50_ms", math.nan))}
-    if not vals:
-        return "No strategy completed any request in the measurement window."
-    order = sorted(vals, key=vals.get)
-    best = order[0]
-    if len(order) == 1:
-        text = f"Only **{best}** ran: median TTFT **{fmt_ms(vals[best])}**. Add strategies in the sidebar to compare."
-    else:
-        second = order[1]
-        gap = vals[second] - vals[best]
-        rel = gap / vals[second] if vals[second] > 0 else 0.0
-        if rel < 0.01:
-            text = (f"**{best}** and **{second}** are practically tied on median TTFT here "
-                    f"({fmt_ms(vals[best])} vs {fmt_ms(vals[second])}, {rel:.1%} apart)")
+PREFIX = "wi_"
+K_REPS, K_OBJECTIVE = "wi_reps", "wi_objective"   # page controls, bound to the URL under these keys
+DEFAULT_REPS, MAX_REPS = 3, 10
+#: What a verdict ranks on: summary key -> (label, higher is better, unit).
+OBJECTIVES: dict[str, tuple[str, bool, str]] = {
+    "ttft_p99_ms": ("p99 TTFT", False, "ms"),
+    "ttft_p50_ms": ("median TTFT", False, "ms"),
+    "ttft_mean_ms": ("mean TTFT", False, "ms"),
+    "slo_attainment": ("SLO attainment", True, "share"),
+    "throughput_tok_s": ("tokens/s", True, "tok/s"),
+}
+DEFAULT_OBJECTIVE = "ttft_p99_ms"
+#: A strategy whose runs leave more than this share of the window's requests unfinished has collapsed:
+#: its TTFT covers the finished ones only, so it never wins on a TTFT objective (the banner says so).
+COLLAPSE_UNFINISHED = 0.05
+
+
+def sanitize_query(params: Mapping[str, list[str]]) -> tuple[dict, list]:
+    """Clean the page's ``wi_`` URL parameters (registered with ``controls.PAGE_PARAMS``)."""
+    clean, issues = {}, []
+    for key, vals in params.items():
+        vals = [str(v) for v in (vals if isinstance(vals, (list, tuple)) else [vals])]
+        raw = vals[-1].strip()
+        if key == K_REPS:
+            try:
+                v = float(raw)
+                if not math.isfinite(v) or v != int(v):
+                    raise ValueError
+            except ValueError:
+                issues.append(controls.Issue(key, f"URL parameter `{key}`={raw!r} dropped (not an integer); "
+                                                  f"using {DEFAULT_REPS}", "malformed"))
+                continue
+            c = min(max(int(v), 1), MAX_REPS)
+            if c != v:
+                issues.append(controls.Issue(key, f"URL parameter `{key}`={raw!r} is outside [1, {MAX_REPS}]; "
+                                                  f"clamped to {c}"))
+            clean[key] = str(c)
+        elif key == K_OBJECTIVE:
+            if raw in OBJECTIVES:
+                clean[key] = raw
+            else:
+                issues.append(controls.Issue(key, f"URL parameter `{key}`={raw!r} dropped (allowed: "
+                                                  f"{', '.join(OBJECTIVES)})", "malformed"))
         else:
-            text = (f"**{best}** wins on median TTFT here: **{fmt_ms(vals[best])}**, {fmt_ms(gap)} ({rel:.1%}) "
-                    f"lower than the runner-up **{second}** ({fmt_ms(vals[second])})")
-        if baseline in vals and baseline not in (best, second) and vals[baseline] > 0:
-            b = vals[baseline]
-            text += (f"; against the baseline **{baseline}** ({fmt_ms(b)}), **{best}** is {fmt_ms(b - vals[best])} "
-                     f"({(b - vals[best]) / b:.0%}) lower")
-        worst = order[-1]
-        if worst not in (best, second, baseline):
-            text += f"; **{worst}** is slowest ({fmt_ms(vals[worst])})"
-        text += "."
-    unfinished = max((m.get("not_completed", 0) / m["requests"] for m in summaries.values() if m.get("requests")),
-                     default=0.0)
-    if unfinished > 0.05:
-        text += (f" Careful: the GPU is overloaded here, up to {unfinished:.0%} of the requests never finish, and "
-                 "TTFT is measured on the finished ones only.")
-    return text
+            issues.append(controls.Issue(key, f"Unknown URL parameter `{key}` ignored", "unknown"))
+    return clean, issues
+
+
+controls.PAGE_PARAMS[PREFIX] = sanitize_query
+
+
+def rep_values(reps: Mapping[str, Sequence[Mapping]], key: str) -> dict[str, list[float]]:
+    """Per strategy, the metric's value in each replication (NaN where undefined)."""
+    return {s: [float(m.get(key, math.nan)) for m in rs] for s, rs in reps.items()}
+
+
+def unfinished_share(reps: Mapping[str, Sequence[Mapping]]) -> dict[str, float]:
+    """Per strategy, the mean share of the window's requests that never finished."""
+    out = {}
+    for s, rs in reps.items():
+        shares = [m.get("not_completed", 0) / m["requests"] for m in rs if m.get("requests")]
+        out[s] = sum(shares) / len(shares) if shares else 0.0
+    return out
+
+
+def _fmt_ci(st_: Mapping, unit: str) -> str:
+    v = fmt_value(st_["mean"], unit)
+    if math.isfinite(st_.get("ci_low", math.nan)):
+        half = (st_["ci_high"] - st_["ci_low"]) / 2
+        return f"{v} (± {fmt_value(half, unit) if unit != 'share' else f'{half * 100:.1f} pp'})"
+    return v
+
+
+def verdict(reps: Mapping[str, Sequence[Mapping]], objective: str = DEFAULT_OBJECTIVE) -> tuple[str, str]:
+    """Noise-aware plain-language verdict over paired replications; returns (text, kind).
+
+    kind: "win" (the best's lead over every other contender has a paired 95 % CI excluding zero), "tie"
+    (some are within the noise: named), "lead" (one replication: no CI, so no verdict), "single" (one
+    contender) or "none".  Bounds (the offline oracle) and baselines are reported, never crowned; a
+    strategy that collapsed (many unfinished requests) never wins on a TTFT objective.
+    """
+    label, higher, unit = OBJECTIVES[objective]
+    names = list(reps)
+    collapsed = {s: u for s, u in unfinished_share(reps).items() if u > COLLAPSE_UNFINISHED}
+    excluded = contenders_excluded(names)
+    if objective.startswith("ttft"):
+        excluded += [s for s in collapsed if s not in excluded]
+    r = rank(rep_values(reps, objective), higher_is_better=higher, exclude=excluded)
+    n = r.stats[names[0]]["n"]
+    tail = []
+    for s in names:
+        if s in collapsed:
+            tail.append(f"**{s}** collapses: {collapsed[s]:.0%} of the requests never finish (its TTFT covers the "
+                        f"finished ones only{', so it is not ranked on TTFT' if objective.startswith('ttft') else ''})")
+    for s in contenders_excluded(names):
+        role = STRATEGIES[s].role
+        what = "an offline bound, not a contender" if role == "bound" else "a baseline, not a contender"
+        tail.append(f"**{s}** ({what}): {_fmt_ci(r.stats[s], unit)}")
+    if r.best is None:
+        text, kind = f"No contender has a {label} in the measurement window.", "none"
+    else:
+        best = f"**{r.best}** ({_fmt_ci(r.stats[r.best], unit)})"
+        contenders = [s for s in r.order if s not in r.excluded and math.isfinite(r.stats[s]["mean"])]
+        if len(contenders) == 1:
+            text, kind = (f"Only {best} is a contender on {label}: add strategies in the sidebar to compare.",
+                          "single")
+        elif not r.has_ci:
+            text, kind = (f"{best} leads on {label} in one replication; with one replication there is no "
+                          "confidence interval, so this is not a verdict: set Replications to 2 or more.", "lead")
+        elif r.tied:
+            tied = ", ".join(f"**{s}** ({_fmt_ci(r.stats[s], unit)})" for s in r.tied)
+            text, kind = (f"Tie on {label}: {best} and {tied} are within the noise (the paired 95 % CI of each "
+                          f"difference includes zero over {n} replications).", "tie")
+        else:
+            second = contenders[1]
+            d = r.stats[second]
+            lead = abs(d["diff_to_best"])
+            half = (d["diff_ci_high"] - d["diff_ci_low"]) / 2
+            text, kind = (f"{best} wins on {label}: ahead of the runner-up **{second}** "
+                          f"({_fmt_ci(r.stats[second], unit)}) by {fmt_value(lead, unit) if unit != 'share' else f'{lead * 100:.1f} pp'}"
+                          f" ± {fmt_value(half, unit) if unit != 'share' else f'{half * 100:.1f} pp'} "
+                          f"(paired 95 % CI over {n} replications, common random numbers).", "win")
+    if tail:
+        text += " " + "; ".join(tail) + "."
+    return text, kind
 
 
 def _on_trace_upload() -> None:
@@ -118,12 +211,27 @@ def render() -> None:
                 "process, rate, lengths and popularity are replaced by the trace; requests arriving after the "
                 "duration are dropped.", icon=":material/replay:")
 
+    c_reps, c_obj, _ = st.columns([1, 1, 3], vertical_alignment="bottom")
+    n_reps = int(c_reps.number_input(
+        "Replications", 1, MAX_REPS, DEFAULT_REPS, step=1, key=K_REPS, bind="query-params",
+        help="Seeds per strategy (replication k uses seed + k for every strategy: common random numbers). The "
+             "tiles show the mean and the half-width of its 95 % CI; a strategy wins only when its paired lead "
+             "excludes zero. With a replayed trace the request stream is the trace's: one run."))
+    objective = c_obj.selectbox("Verdict on", list(OBJECTIVES), format_func=lambda k: OBJECTIVES[k][0],
+                                key=K_OBJECTIVE, bind="query-params",
+                                help="The metric the banner ranks the strategies on.")
+    if trace is not None:
+        n_reps = 1
+
     results: dict[str, dict] = {}
+    reps: dict[str, list[dict]] = {}
     failed: dict[str, str] = {}
     with st.spinner("Simulating..."):
         for s in state.strategies:
             try:
                 results[s] = runner.run(sc.replace(strategy=s), trace)
+                reps[s] = [results[s]["summary"]] + [runner.summary(sc.replace(strategy=s, seed=sc.seed + k))
+                                                     for k in range(1, n_reps)]
             except ValueError as e:
                 failed[s] = str(e)
     if trace is not None and failed and all(m.startswith("trace:") for m in failed.values()):
@@ -145,33 +253,58 @@ def render() -> None:
     head_l, head_r = st.columns([4, 1], vertical_alignment="bottom")
     with head_r:
         baseline = st.selectbox("Baseline for the deltas", names, key=controls.BASELINE_KEY, bind="query-params",
-                                help="Strategy the other tiles are compared with (deltas = strategy - baseline).")
+                                help="Strategy the other tiles are compared with (deltas = strategy - baseline, "
+                                     "mean over paired replications).")
+    text, kind = verdict(reps, objective)
     with head_l:
-        st.info(verdict(summaries, baseline), icon=":material/emoji_events:")
+        icon = {"win": ":material/emoji_events:", "tie": ":material/balance:"}.get(kind, ":material/info:")
+        st.info(text, icon=icon)
 
     # ------------------------------------------------------------------ KPI tiles
-    ref = summaries[baseline]
+    stats = {key: {s: mean_ci(vals) for s, vals in rep_values(reps, key).items()} for key, *_ in KPIS}
     for s in names:
         m = summaries[s]
         with st.container(border=True):
             cols = st.columns([1.1, 1, 1, 1, 1, 1, 1], vertical_alignment="center")
             with cols[0]:
                 st.markdown(f"{charts.strategy_dot(s)}**{s}**", unsafe_allow_html=True, help=STRATEGIES[s].description)
-                st.caption("baseline" if s == baseline else f"vs {baseline}")
+                role = STRATEGIES[s].role
+                st.caption(("baseline" if s == baseline else f"vs {baseline}")
+                           + ("" if role == "policy" else f" · {'offline bound' if role == 'bound' else 'reference'}"))
                 if m.get("not_completed"):
                     st.caption(f":orange[{m['not_completed']:,} of {m['requests']:,} requests unfinished]")
             for col, (key, label, unit, better, help_) in zip(cols[1:], KPIS):
-                v = m.get(key, math.nan)
-                delta = None if s == baseline else fmt_delta(v, ref.get(key, math.nan), unit)
+                v, lo, hi = stats[key][s]
+                ref = stats[key][baseline][0]
+                delta = None if s == baseline else fmt_delta(v, ref, unit)
                 color, arrow = ("inverse" if better == "lower" else "normal"), "auto"
                 if delta is not None and not any(ch in "123456789" for ch in delta):
                     delta, color, arrow = delta.lstrip("+-"), "off", "off"  # rounds to zero: no direction
-                col.metric(label, fmt_value(v, unit), delta, delta_color=color, delta_arrow=arrow, help=help_)
+                shown = fmt_value(v, unit)
+                if n_reps > 1 and math.isfinite(lo):
+                    half = (hi - lo) / 2
+                    shown += f" ±{half * 100:.1f}pp" if unit == "share" else f" ±{fmt_value(half, unit)}"
+                col.metric(label, shown, delta, delta_color=color, delta_arrow=arrow,
+                           help=help_ + (f" Mean over {n_reps} replications ± the half-width of its 95 % CI."
+                                         if n_reps > 1 else ""))
+
+    # ------------------------------------------------------------------ why
+    st.subheader("Why")
+    for s_ in names:
+        found = causes(summaries[s_], results[s_]["timeseries"], sc.warmup_s, sc.duration_s,
+                       effective_slots(sc.replace(strategy=s_)))
+        st.markdown(f"{charts.strategy_dot(s_)}**{s_}**: " + "; ".join(c.message for c in found) + ".",
+                    unsafe_allow_html=True)
+    st.caption("From each strategy's own measures in the window (replication 1): PCIe link and GPU busy time, "
+               "KV occupancy, adapter slots, queue length and the TTFT breakdown; the rules are in "
+               "engine/bottlenecks.py.")
 
     # ---------------------------------------------------------------------- charts
     show = lambda chart: st.altair_chart(charts.unvalidated(chart), width="stretch")  # noqa: E731
     st.subheader("Time to first token")
-    st.caption(controls.conditions(sc) + f" · measured on arrivals in [{sc.warmup_s:g} s, {sc.duration_s:g} s)")
+    st.caption(controls.conditions(sc) + f" · measured on arrivals in [{sc.warmup_s:g} s, {sc.duration_s:g} s)"
+               + (f" · charts show replication 1 of {n_reps} (seed {sc.seed}); the tiles and the verdict use all"
+                  if n_reps > 1 else ""))
     c1, c2 = st.columns([3, 2], gap="large")
     with c1:
         log_x = st.toggle("Log-scale TTFT axis", value=True, key="cdf_log")
@@ -186,9 +319,8 @@ def render() -> None:
     st.caption(controls.conditions(sc))
     st.markdown(charts.legend_html(names), unsafe_allow_html=True)
     ts = pd.concat([r["ts"] for r in results.values()], ignore_index=True)
-    row1 = st.columns(2, gap="large")
-    row2 = st.columns(2, gap="large")
-    for col, metric in zip([*row1, *row2], charts.TS_METRICS):
+    cells = [c for _ in range((len(charts.TS_METRICS) + 1) // 2) for c in st.columns(2, gap="large")]
+    for col, metric in zip(cells, charts.TS_METRICS):
         with col:
             show(charts.timeseries_chart(ts, metric))
 

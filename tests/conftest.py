@@ -1,6 +1,20 @@
-"""Fixtures shared by the dashboard tests."""
+"""Fixtures and helpers shared by the dashboard tests (``from conftest import goto``)."""
 import pytest
 from streamlit.runtime.media_file_manager import MediaFileManager
+from streamlit.testing.v1 import AppTest
+from streamlit.util import calc_hash
+
+
+def goto(at: AppTest, url_path: str) -> AppTest:
+    """Select the page registered under ``url_path`` for the next run.
+
+    ``AppTest.switch_page`` takes a page *file* and refuses callable pages (Streamlit 1.67;
+    https://github.com/streamlit/streamlit/issues/16611), and AppTest has no other public way to
+    select a page, so this sets the page hash the next run requests: the hash of the page's
+    ``url_path`` (how ``st.Page`` identifies a page), as a browser requesting ``/<url_path>`` would.
+    """
+    at._page_hash = calc_hash(url_path)
+    return at
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import goto
 from streamlit.testing.v1 import AppTest
-from streamlit.util import calc_hash
 
 from app import page_findings, page_kv
 
@@ -34,8 +34,7 @@ def on_page(page: str) -> AppTest:
     for k, v in FAST.items():
         at.query_params[k] = v
     ok(at.run())
-    at._page_hash = calc_hash(page)
-    return ok(at.run())
+    return ok(goto(at, page).run())
 
 
 def table(at: AppTest) -> pd.DataFrame:

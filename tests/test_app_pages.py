@@ -15,8 +15,8 @@ import importlib
 from pathlib import Path
 
 import pytest
+from conftest import goto
 from streamlit.testing.v1 import AppTest
-from streamlit.util import calc_hash
 
 from app import controls
 
@@ -31,6 +31,7 @@ PAGES = {
     "whatif": ("page_whatif", "What-if", True),
     "sweeps": ("page_sweeps", "Sweeps", True),
     "crossover": ("page_crossover", "Crossover", True),
+    "plan": ("page_plan", "Plan", True),
     "findings": ("page_findings", "Findings", False),
     "validation": ("page_validation", "Validation", False),
     "kv_interference": ("page_kv", "KV interference", False),
@@ -38,12 +39,6 @@ PAGES = {
 }
 SCENARIO_PAGES = [p for p, (_, _, uses) in PAGES.items() if uses]
 OTHER_PAGES = [p for p, (_, _, uses) in PAGES.items() if not uses]
-
-
-def goto(at: AppTest, url_path: str) -> AppTest:
-    """Select the page registered under ``url_path`` for the next run (see the module docstring)."""
-    at._page_hash = calc_hash(url_path)
-    return at
 
 
 def ok(at: AppTest) -> AppTest:

@@ -4,8 +4,8 @@ headless Chromium through Playwright.
 Moves a slider with the keyboard and checks that a chart and the KPIs change, opens a
 shared URL and checks the controls, goes to a page without the scenario controls and back
 (and Back/Forward) and checks that the scenario is kept, opens a bad URL and checks the
-warning, downloads the per-request CSV and compares it with the engine, and saves
-docs/screenshot.png.
+warning, downloads the per-request CSV and compares it with the engine, runs a tiny plan on
+the Plan page, and saves docs/screenshot.png.
 
 Without /usr/bin/chromium (or the playwright package) the test is skipped, unless
 REQUIRE_BROWSER=1 (CI), where it fails instead.  Playwright never downloads a browser.
@@ -259,3 +259,24 @@ def test_download_per_request_csv(page, server, tmp_path):
     ref = {s: simulate(sc.replace(strategy=s)).requests for s in ["naive", "batch"]}
     assert list(df.columns) == ["strategy", *ref["naive"].columns]
     assert df.groupby("strategy", sort=False).size().to_dict() == {s: len(r) for s, r in ref.items()}
+
+
+def test_plan_page_runs_a_tiny_plan(page, server):
+    """/plan with a one-replication, two-configuration plan in the URL: the controls take it, the button runs it,
+    and the recommendation comes with its vLLM command line."""
+    page.goto(f"{server}/plan?duration_s=60&plan_gpus=a100-80gb&plan_gpus=h100-80gb&plan_max_loras=8"
+              "&plan_strategies=vllm&plan_reps=1")
+    run = page.get_by_role("button", name="Run the plan")
+    run.wait_for(timeout=LOAD_MS)
+    wait_run(page)
+    assert_no_exception(page)
+    assert "2 configurations x 1 replication(s)" in page.locator('[data-testid="stMain"]').inner_text()
+    run.click()
+    code = page.locator('[data-testid="stMain"] [data-testid="stCode"]').filter(has_text="vllm serve")
+    code.first.wait_for(timeout=STEP_MS)
+    wait_run(page)
+    assert "--max-loras 8" in code.first.inner_text()
+    main = page.locator('[data-testid="stMain"]').inner_text()
+    assert "Recommended: gpu" in main and "Best: gpu=" in main, main[-3000:]
+    assert page.get_by_role("button", name="Open on What-if").count() == 1
+    assert_no_exception(page)

@@ -22,7 +22,8 @@ def _timeseries(n: int) -> pd.DataFrame:
     t = np.arange(n) * 0.3
     return pd.DataFrame({"t_s": t, "queue_len": RNG.poisson(2, n).astype(float),
                          "resident_adapters": np.full(n, 64.0), "loads_in_flight": RNG.random(n),
-                         "kv_used_frac": RNG.random(n) * 0.2})
+                         "kv_used_frac": RNG.random(n) * 0.2, "gpu_busy_frac": RNG.random(n),
+                         "pcie_busy_frac": RNG.random(n) * 0.5})
 
 
 def _layers(spec: dict) -> list[dict]:
@@ -484,3 +485,97 @@ def test_validation_scatter_chart_log_ticks_and_no_legend():
     assert _layers(spec)[0]["encoding"]["fill"]["legend"] is None  # bands: explained next to the chart
     fills = _layers(spec)[0]["encoding"]["fill"]["scale"]
     assert fills["domain"] == ["±25%", "±10%"] and fills["range"][0] > fills["range"][1]  # wide band lighter
+
+
+# -------------------------------------------------------------------- planner
+def _plan_table() -> pd.DataFrame:
+    """A hand-made ``engine.planner.plan(...).table`` (ranked best first, as the planner returns it)."""
+    rows = [  # gpu, max_loras, strategy, feasible, price, max rate, CI, meets, recommended, tie, $/Mtok, reason
+        ("h100-80gb", 32, "slora", True, 3.0, 40.0, (38.0, 42.0), True, True, False, 0.40, ""),
+        ("h100-80gb", 8, "vllm", True, 3.0, 39.0, (37.0, 41.0), True, False, True, 0.41, ""),
+        ("a100-80gb", 32, "slora", True, 1.3, 20.0, (19.0, 21.0), True, False, False, 0.35, ""),
+        ("a100-80gb", 8, "vllm", True, 1.3, 18.0, (17.0, 19.0), True, False, False, 0.38, ""),
+        ("h200", 8, "vllm", True, 4.0, 30.0, (29.0, 31.0), True, False, False, 0.70, ""),
+        ("l4", 8, "vllm", True, 0.7, 0.0, (np.nan, np.nan), False, False, False, np.nan, "SLO not met at any probed "
+                                                                                         "value: ttft_p99_ms = 900"),
+        ("rtx3090", 8, "vllm", False, 0.3, np.nan, (np.nan, np.nan), False, False, False, np.nan,
+         "weights do not fit"),
+    ]
+    t = pd.DataFrame([{"config": i, "gpu": g, "max_loras": m, "strategy": s, "feasible": f, "price_usd_per_hour": p,
+                       "max_rate_rps": r, "max_rate_rps_ci_low": ci[0], "max_rate_rps_ci_high": ci[1],
+                       "meets_slo": ok, "recommended": rec, "tie_with_best": tie, "cost_per_mtok_usd": c,
+                       "throughput_tok_s": r * 64.0, "reason": why}
+                      for i, (g, m, s, f, p, r, ci, ok, rec, tie, c, why) in enumerate(rows)])
+    return t.set_index("config", drop=False)
+
+
+def test_plan_frontier_frame_marks_the_pareto_front_and_keeps_the_planners_flags():
+    t = _plan_table()
+    d = charts.plan_frontier_frame(t, "max_rate")
+    # every feasible candidate with a cost and a goodput (l4 fails the SLO but is plotted at 0; rtx3090 is not)
+    assert d["label"].tolist() == ["h100-80gb · 32 · slora", "h100-80gb · 8 · vllm", "a100-80gb · 32 · slora",
+                                   "a100-80gb · 8 · vllm", "h200 · 8 · vllm", "l4 · 8 · vllm"]
+    # price axis: a100 32 (cheapest of the SLO-meeting) and h100 32 (best); h100 8 is dominated by h100 32 at the
+    # same price, a100 8 by a100 32, h200 by h100 32; l4 fails the SLO, so it is no frontier point
+    assert d["on_frontier"].tolist() == [True, False, True, False, False, False]
+    assert d["status"].tolist() == ["recommended", "tie with the best", "on the frontier", "dominated", "dominated",
+                                    "fails the SLO"]
+    assert d.loc[0, "ci_low"] == 38.0 and d.loc[0, "ci_high"] == 42.0
+    # US$/Mtok axis: a100 32 is cheapest per token and h100 32 the fastest; l4 has no cost per token
+    m = charts.plan_frontier_frame(t, "max_rate", "cost_per_mtok_usd")
+    assert m["on_frontier"].tolist() == [True, False, True, False, False]
+    assert "l4 · 8 · vllm" not in m["label"].tolist()
+    assert charts.pareto_front(m, "cost", "goodput").tolist() == m["on_frontier"].tolist()
+
+
+def test_plan_frontier_chart_layers_front_line_and_recommendation():
+    t = _plan_table()
+    chart = charts.plan_frontier(t, "max_rate")
+    spec = chart.to_dict()  # validates against the Vega-Lite schema
+    bars, line, points, ring, labels = _layers(spec)
+    assert bars["mark"]["type"] == "rule" and line["mark"]["type"] == "line"
+    assert points["encoding"]["x"]["field"] == "cost" and points["encoding"]["y"]["field"] == "goodput"
+    assert points["encoding"]["color"]["field"] == "status" and points["encoding"]["shape"]["field"] == "status"
+    assert points["encoding"]["x"]["title"].startswith("GPU price (US$/h")
+    assert chart.layer[1].data["label"].tolist() == ["a100-80gb · 32 · slora", "h100-80gb · 32 · slora"]  # by cost
+    assert chart.layer[3].data["label"].tolist() == ["h100-80gb · 32 · slora"]  # the ring: the recommendation
+    assert len(chart.layer[2].data) == 6 and len(chart.layer[0].data) == 5  # the CI bars: finite CIs only
+    assert set(chart.layer[4].data["label"]) == {"a100-80gb · 32 · slora", "h100-80gb · 32 · slora"}
+    cost = charts.plan_frontier(t, "max_rate", "cost_per_mtok_usd").to_dict()
+    assert _layers(cost)[2]["encoding"]["x"]["title"] == "US$ per million output tokens"
+
+
+def test_plan_frontier_other_objectives():
+    t = _plan_table()
+    t["max_adapters"], t["max_adapters_ci_low"], t["max_adapters_ci_high"] = t["max_rate_rps"] * 10, np.nan, np.nan
+    d = charts.plan_frontier_frame(t, "max_adapters")
+    assert d["goodput"].iloc[0] == 400.0 and d["ci_low"].isna().all()
+    charts.plan_frontier(t, "max_adapters").to_dict()
+    t["meets_slo_frac"] = t["meets_slo"].astype(float)
+    d = charts.plan_frontier_frame(t, "min_cost", "cost_per_mtok_usd")
+    assert d["goodput"].iloc[0] == 40.0 * 64 and d["ci_low"].isna().all()  # throughput at the base rate
+    charts.plan_frontier(t, "min_cost", "cost_per_mtok_usd").to_dict()
+
+
+def test_plan_frontier_empty_or_infeasible_gives_a_note():
+    t = _plan_table()
+    for table, axis, words in ((t.iloc[:0], "price_usd_per_hour", "No candidate to plot"),
+                               (t.assign(feasible=False), "price_usd_per_hour", "No feasible candidate"),
+                               (t.assign(cost_per_mtok_usd=np.nan), "cost_per_mtok_usd",
+                                "No candidate has a us$ per million")):
+        assert len(charts.plan_frontier_frame(table, "max_rate", axis)) == 0
+        chart = charts.plan_frontier(table, "max_rate", axis)
+        spec = chart.to_dict()
+        assert spec["mark"]["type"] == "text" and words.lower() in chart.data["note"].iloc[0].lower(), words
+
+
+def test_plan_frontier_from_a_real_plan():
+    """End to end on the planner's own table: the chart builds and validates."""
+    from engine import Scenario, planner
+
+    res = planner.plan(Scenario.from_preset("default", duration_s=40.0), {"ttft_p99_ms": 500},
+                       {"gpu": ["a100-80gb", "h100-80gb"], "max_loras": [8], "strategy": ["vllm"]}, replications=1)
+    d = charts.plan_frontier_frame(res.table, res.objective)
+    assert len(d) == 2 and d["recommended"].sum() == 1 and d["on_frontier"].any()
+    charts.plan_frontier(res.table, res.objective).to_dict()
+    charts.plan_frontier(res.table, res.objective, "cost_per_mtok_usd").to_dict()

@@ -1,0 +1,635 @@
+"""Plan page: the inverse question. Which GPU, ``--max-loras`` and policy serve the sidebar's traffic within an
+SLO, and at what cost?
+
+The sidebar's scenario is the base; the page's own controls (an objective, one or two SLO rows, candidate GPUs,
+``max_loras`` and ``max_cpu_loras`` values, strategies, replications, GPU price overrides) are bound to the URL
+under ``plan_`` keys, never a Scenario field's name.  ``sanitize_query`` cleans those URL parameters before any
+widget binds to them (registered with ``controls.PAGE_PARAMS``, so their warnings name them like the scenario's).
+
+Everything decided here comes from ``engine.planner``: the search, the ranking and its ties (paired CIs over
+common random numbers), costs, the memory split and the server command lines.  A plan takes seconds, so it runs
+on a button, bounded to ``MAX_PLAN_SEARCHES`` configurations x replications, and its result is cached keyed on
+the inputs and ``ENGINE_VERSION``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+import streamlit as st
+
+from app import charts, controls, page_whatif
+from engine import ENGINE_VERSION, STRATEGIES, Scenario, planner, presets
+
+PREFIX = "plan_"
+K_OBJECTIVE = "plan_objective"
+K_SLO_METRIC, K_SLO = "plan_slo_metric", "plan_slo"
+K_SLO2_METRIC, K_SLO2 = "plan_slo2_metric", "plan_slo2"
+K_GPUS = "plan_gpus"
+K_MAX_LORAS = "plan_max_loras"
+K_CPU_LORAS = "plan_cpu_loras"
+K_STRATEGIES = "plan_strategies"
+K_REPS = "plan_reps"
+PRICE_PREFIX = "plan_price_"            # + GPU preset name, e.g. plan_price_h100-80gb=2.5
+K_RUN, K_OPEN, K_COST_AXIS = "plan_run", "plan_open_whatif", "plan_cost_axis"  # not in the URL
+LAST_KEY, ERROR_KEY = "_plan_last", "_plan_error"
+WHATIF_PAGE = "whatif"
+NONE = "none"                           # no second SLO row
+
+#: The page's work cap: configurations x replications of one plan (the engine allows planner.MAX_SEARCHES).
+MAX_PLAN_SEARCHES = 48
+MAX_REPLICATIONS = 5
+DEFAULT_REPLICATIONS = 3
+DEFAULT_OBJECTIVE = "max_rate"
+DEFAULT_GPUS = ["a100-80gb", "h100-80gb"]
+DEFAULT_MAX_LORAS = [8, 32]
+DEFAULT_STRATEGIES = ["vllm", "slora"]
+MAX_LORAS_OPTIONS = [0, 1, 2, 4, 8, 16, 32, 64, 128, 256]
+CPU_LORAS_OPTIONS = [0, 16, 32, 64, 128, 256, 512, 1024]
+#: Integer ranges of the candidate values (those of ``engine.Scenario``'s validation).
+INT_RANGES = {K_MAX_LORAS: (0, 4096), K_CPU_LORAS: (0, 1 << 20)}
+PRICE_RANGE = (0.01, 1000.0)
+#: SLO metrics bounded by a fraction in [0, 1]; the others are milliseconds (at most MAX_THRESHOLD_MS).
+FRACTIONS = {"slo_attainment", "hit_rate_gpu", "swap_rate"}
+MAX_THRESHOLD_MS = 600_000.0
+DEFAULT_METRIC = "ttft_p99_ms"
+DEFAULT_THRESHOLDS = {
+    "ttft_mean_ms": 200.0, "ttft_p50_ms": 200.0, "ttft_p90_ms": 400.0, "ttft_p99_ms": 500.0,
+    "tpot_mean_ms": 50.0, "tpot_p90_ms": 75.0, "tpot_p99_ms": 100.0, "e2e_mean_ms": 5000.0, "e2e_p99_ms": 10000.0,
+    "queue_mean_ms": 100.0, "load_wait_mean_ms": 50.0, "swap_rate": 0.5, "slo_attainment": 0.9, "hit_rate_gpu": 0.9,
+}
+OBJECTIVE_HELP = {
+    "max_rate": "the largest arrival rate (req/s) each configuration serves stably within the SLO",
+    "max_adapters": "the most adapters each configuration serves within the SLO at the sidebar's arrival rate",
+    "min_cost": "the cheapest configuration (US$ per million output tokens) that meets the SLO at the sidebar's "
+                "arrival rate",
+}
+#: Headline column of each objective in the planner's table, with its display label and format.
+VALUE_COLUMN = {"max_rate": ("max_rate_rps", "Max rate (req/s)", "%.2f"),
+                "max_adapters": ("max_adapters", "Max adapters", "%.0f"),
+                "min_cost": ("meets_slo_frac", "Replications meeting the SLO", "percent")}
+GRID_LABELS = {"gpu": "GPU", "max_loras": "max_loras", "max_cpu_loras": "max_cpu_loras", "strategy": "Strategy"}
+
+
+def default_threshold(metric: str) -> float:
+    return DEFAULT_THRESHOLDS.get(metric, 0.9 if metric in FRACTIONS else 500.0)
+
+
+def threshold_range(metric: str) -> tuple[float, float, float]:
+    """(min, max, step) of an SLO threshold for ``metric``."""
+    return (0.0, 1.0, 0.01) if metric in FRACTIONS else (0.0, MAX_THRESHOLD_MS, 10.0)
+
+
+def _num(v: float) -> str:
+    s = f"{v:g}"
+    return s if float(s) == v else repr(v)
+
+
+# ------------------------------------------------------------------ URL parameters (pure)
+def sanitize_query(params: Mapping[str, Sequence[str]]) -> tuple[dict[str, str | list[str]], list[controls.Issue]]:
+    """Clean the page's URL parameters (``plan_*`` key -> values) before its widgets bind to them.
+
+    Unknown keys and malformed values are dropped, numbers out of range clamped, unknown options removed, each
+    with an Issue naming the parameter.  Returns the parameters in ``st.query_params.from_dict`` form (one value:
+    a string; several: a list), the shape ``controls.normalize_query`` gives.
+    """
+    clean: dict[str, str | list[str]] = {}
+    issues: list[controls.Issue] = []
+
+    def warn(key: str, msg: str, kind: str = "adjusted") -> None:
+        issues.append(controls.Issue(key, f"URL parameter `{key}`{msg}", kind))
+
+    single: dict[str, str] = {}
+    multi: dict[str, list[str]] = {}
+    for key, vals in params.items():
+        vals = [str(v) for v in (vals if isinstance(vals, (list, tuple)) else [vals])]
+        if key in (K_GPUS, K_STRATEGIES, K_MAX_LORAS, K_CPU_LORAS):
+            multi[key] = [x.strip() for v in vals for x in v.split(",") if x.strip()]
+        elif key in (K_OBJECTIVE, K_SLO_METRIC, K_SLO, K_SLO2_METRIC, K_SLO2, K_REPS) or key.startswith(PRICE_PREFIX):
+            if len(vals) != 1:
+                warn(key, f" given {len(vals)} times; using the last value")
+            single[key] = vals[-1].strip()
+        else:
+            issues.append(controls.Issue(key, f"Unknown URL parameter `{key}` ignored: it is not a control of the "
+                                              "Plan page", "unknown"))
+
+    for key, opts, default in ((K_OBJECTIVE, list(planner.OBJECTIVES), DEFAULT_OBJECTIVE),
+                               (K_SLO_METRIC, list(planner.SLO_METRICS), DEFAULT_METRIC),
+                               (K_SLO2_METRIC, [NONE, *planner.SLO_METRICS], NONE)):
+        if key in single:
+            if single[key] in opts:
+                clean[key] = single[key]
+            else:
+                warn(key, f"={single[key]!r} dropped: not one of {', '.join(opts)}; using {default!r}", "malformed")
+    m1, m2 = clean.get(K_SLO_METRIC, DEFAULT_METRIC), clean.get(K_SLO2_METRIC, NONE)
+    if m2 != NONE and m2 == m1:
+        warn(K_SLO2_METRIC, f"={m2!r} dropped: the first SLO row already bounds that metric", "malformed")
+        del clean[K_SLO2_METRIC]
+        m2 = NONE
+
+    def number(key: str, lo: float, hi: float, integer: bool = False) -> None:
+        raw = single[key]
+        try:
+            v = float(raw)
+            if not math.isfinite(v):
+                raise ValueError
+        except ValueError:
+            warn(key, f"={raw!r} dropped (not a finite number); using the default", "malformed")
+            return
+        if integer and v != int(v):
+            warn(key, f"={raw!r} dropped (not an integer); using the default", "malformed")
+            return
+        if v < lo or v > hi:
+            c = lo if v < lo else hi
+            warn(key, f": {_num(v)} is {'below the minimum' if v < lo else 'above the maximum'} {_num(c)}; "
+                      f"clamped to {_num(c)}")
+            v = c
+        clean[key] = str(int(v)) if integer else _num(v)
+
+    for key, metric in ((K_SLO, m1), (K_SLO2, m2)):
+        if key not in single:
+            continue
+        if metric == NONE:
+            warn(key, " ignored: there is no second SLO metric (set plan_slo2_metric)", "ignored")
+            continue
+        lo, hi, _ = threshold_range(metric)
+        number(key, lo, hi)
+    if K_REPS in single:
+        number(K_REPS, 1, MAX_REPLICATIONS, integer=True)
+    for key in [k for k in single if k.startswith(PRICE_PREFIX)]:
+        gpu = key[len(PRICE_PREFIX):]
+        if gpu not in presets.GPUS:
+            warn(key, f" dropped: {gpu!r} is not a GPU preset ({', '.join(presets.GPUS)})", "malformed")
+            continue
+        number(key, *PRICE_RANGE)
+
+    for key, opts in ((K_GPUS, list(presets.GPUS)), (K_STRATEGIES, list(STRATEGIES))):
+        if key not in multi:
+            continue
+        good = list(dict.fromkeys(x for x in multi[key] if x in opts))
+        bad = [x for x in multi[key] if x not in opts]
+        if bad:
+            warn(key, f": unknown value(s) {', '.join(map(repr, bad))} dropped (allowed: {', '.join(opts)})"
+                      + ("" if good else "; using the default"), "adjusted" if good else "malformed")
+        if good or not multi[key]:
+            clean[key] = good[0] if len(good) == 1 else good if good else ""
+    for key in (K_MAX_LORAS, K_CPU_LORAS):
+        if key not in multi:
+            continue
+        lo, hi = INT_RANGES[key]
+        good, bad = [], []
+        for x in multi[key]:
+            try:
+                f = float(x)
+                if not math.isfinite(f) or f != int(f):
+                    raise ValueError
+                v = int(f)
+            except ValueError:
+                bad.append(x)
+                continue
+            if v < lo or v > hi:
+                c = min(max(v, lo), hi)
+                warn(key, f": {v} is outside [{lo}, {hi}]; clamped to {c}")
+                v = c
+            if v not in good:
+                good.append(v)
+        if bad:
+            warn(key, f": {', '.join(map(repr, bad))} dropped (not an integer)" + ("" if good else "; using the default"),
+                 "adjusted" if good else "malformed")
+        if good or not multi[key]:
+            vals = [str(v) for v in good]
+            clean[key] = vals[0] if len(vals) == 1 else vals if vals else ""
+    return clean, issues
+
+
+controls.PAGE_PARAMS[PREFIX] = sanitize_query
+
+
+# ------------------------------------------------------------------ inputs (pure)
+@dataclass(frozen=True)
+class Inputs:
+    """What one plan depends on (hashable; ``key()`` is the cache key)."""
+
+    base_json: str
+    objective: str
+    slo: tuple[tuple[str, float], ...]
+    grid: tuple[tuple[str, tuple], ...]
+    replications: int
+    prices: tuple[tuple[str, float], ...]
+
+    @property
+    def configurations(self) -> int:
+        return math.prod(len(v) for _, v in self.grid)
+
+    @property
+    def searches(self) -> int:
+        return self.configurations * self.replications
+
+    def key(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True, default=list)
+
+
+def int_values(key: str, values: Sequence, label: str) -> list[int]:
+    """Candidate integers from a multiselect (options are ints; typed values are strings); ValueError naming
+    the bad ones."""
+    lo, hi = INT_RANGES[key]
+    out, bad = [], []
+    for v in values:
+        try:
+            f = float(v)
+            if not math.isfinite(f) or f != int(f) or not lo <= f <= hi:
+                raise ValueError
+            if int(f) not in out:
+                out.append(int(f))
+        except (TypeError, ValueError):
+            bad.append(v)
+    if bad:
+        raise ValueError(f"{label}: {', '.join(map(repr, bad))} not allowed; allowed: integers in [{lo}, {hi}]")
+    return sorted(out)
+
+
+def build_grid(gpus: Sequence[str], max_loras: Sequence[int], cpu_loras: Sequence[int],
+               strategies: Sequence[str]) -> tuple[tuple[str, tuple], ...]:
+    """The planner's grid (field -> candidate values) from the page's choices; max_cpu_loras only if chosen."""
+    grid = [("gpu", tuple(gpus)), ("max_loras", tuple(max_loras))]
+    if cpu_loras:
+        grid.append(("max_cpu_loras", tuple(cpu_loras)))
+    grid.append(("strategy", tuple(strategies)))
+    return tuple(grid)
+
+
+def rank_labels(table: pd.DataFrame) -> list[str]:
+    """The planner's order in words: 'best', 'tie' (within the noise of the best: not a loser), then 2, 3, ...
+    for the other SLO-meeting rows, 'fails SLO' or 'infeasible'."""
+    out, k = [], 1
+    for _, r in table.iterrows():
+        if bool(r["recommended"]):
+            out.append("best")
+        elif bool(r["tie_with_best"]):
+            out.append("tie")
+        elif bool(r["meets_slo"]):
+            k += 1
+            out.append(str(k))
+        else:
+            out.append("fails SLO" if bool(r["feasible"]) else "infeasible")
+    return out
+
+
+def _ci_text(lo: float, hi: float, fmt: str) -> str:
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "n/a"
+    return f"{lo:{fmt}} – {hi:{fmt}}"
+
+
+def display_table(table: pd.DataFrame, objective: str, fields: Sequence[str], slo: Mapping[str, float]
+                  ) -> pd.DataFrame:
+    """The planner's ranked table as shown: rank, grid values, the objective with its 95% CI, the SLO metrics at
+    the optimum, throughput, price, US$/Mtok, memory, and why a row fails (its order is the planner's)."""
+    col, _, _ = VALUE_COLUMN[objective]
+    fmt = ".0f" if objective == "max_adapters" else ".2f"
+    d = pd.DataFrame({"rank": rank_labels(table)}, index=table.index)
+    for f in fields:
+        d[f] = table[f].astype(str)
+    d["value"] = table[col].astype(float)
+    if objective == "min_cost":
+        d["ci"] = ["" for _ in range(len(table))]
+    else:
+        d["ci"] = [_ci_text(lo, hi, fmt) for lo, hi in zip(table[f"{col}_ci_low"], table[f"{col}_ci_high"])]
+    for m in slo:
+        d[m] = table[m].astype(float)
+    for m in ("ttft_p99_ms", "throughput_tok_s", "price_usd_per_hour", "cost_per_mtok_usd", "adapters_fit",
+              "kv_gib"):
+        if m not in d.columns:
+            d[m] = table[m]
+    d["reason"] = table["reason"].fillna("").astype(str)
+    return d.reset_index(drop=True)
+
+
+def table_config(objective: str, slo: Mapping[str, float]) -> dict:
+    _, label, fmt = VALUE_COLUMN[objective]
+    cc = st.column_config
+    conf = {
+        "rank": cc.TextColumn("Rank", help="The planner's order: 'tie' = within the noise of the best (the 95% CI "
+                                           "of the paired difference over the replications includes 0), not a "
+                                           "loser; then the other configurations that meet the SLO."),
+        "gpu": cc.TextColumn("GPU"), "max_loras": cc.TextColumn("max_loras"),
+        "max_cpu_loras": cc.TextColumn("max_cpu_loras"), "strategy": cc.TextColumn("Strategy"),
+        "value": cc.NumberColumn(label, format=fmt, help=OBJECTIVE_HELP[objective] + " (mean over replications)."),
+        "ci": cc.TextColumn("95% CI", help="Student-t interval of the mean over replications (n/a with one)."),
+        "ttft_p99_ms": cc.NumberColumn("TTFT p99 (ms)", format="%.1f"),
+        "throughput_tok_s": cc.NumberColumn("Tokens/s", format="%.0f", help="At the optimum."),
+        "price_usd_per_hour": cc.NumberColumn("US$/h", format="$%.2f", help="GPU price (indicative preset or your "
+                                                                            "override)."),
+        "cost_per_mtok_usd": cc.NumberColumn("US$/Mtok", format="$%.3f",
+                                             help="US$ per million output tokens at the optimum: price / "
+                                                  "(tokens/s x 3600) x 1e6."),
+        "adapters_fit": cc.NumberColumn("Adapters on GPU", format="%d"),
+        "kv_gib": cc.NumberColumn("KV (GiB)", format="%.1f"),
+        "reason": cc.TextColumn("Why not", help="Why the configuration is infeasible or fails the SLO.",
+                                width="large"),
+    }
+    for m in slo:
+        if m not in conf:
+            frac = m in FRACTIONS
+            conf[m] = cc.NumberColumn(f"{m} (SLO)", format="percent" if frac else "%.1f")
+        else:
+            conf[m] = cc.NumberColumn(f"{conf[m].get('label', m)} (SLO)", format="%.1f")
+    return conf
+
+
+def slo_text(slo: Mapping[str, float]) -> str:
+    return ", ".join(f"{k} {'<=' if planner.SLO_METRICS[k] == 'max' else '>='} {v:g}" for k, v in slo.items())
+
+
+def conditions_text(inputs: Inputs) -> str:
+    base = Scenario.from_json(inputs.base_json)
+    fields = ", ".join(k for k, _ in inputs.grid)
+    slo = dict(inputs.slo)
+    overrides = ", ".join(f"{g} US${p:g}/h" for g, p in inputs.prices)
+    return (f"Base: the sidebar's scenario ({controls.conditions(base)}); each candidate changes only {fields} "
+            f"(every other field, e.g. PCIe {base.pcie_gbps:g} GB/s, stays the sidebar's). SLO: {slo_text(slo)}. "
+            f"{inputs.replications} replication(s) (seeds {base.seed} to {base.seed + inputs.replications - 1}), "
+            "common random numbers: every configuration sees the same request streams, so their differences are "
+            "paired. Prices are indicative presets (engine.planner.GPU_PRICES_USD_PER_HOUR), not quotes"
+            + (f"; overridden: {overrides}" if overrides else "; override them under 'GPU prices'") + ".")
+
+
+# ------------------------------------------------------------------ the plan (cached)
+#: Results just computed, handed to the cache by ``run_plan`` (see ``_cached``).
+_FRESH: dict[tuple[str, str], dict] = {}
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _cached(key: str, engine_version: str) -> dict:
+    """The plan of ``key`` (``Inputs.key()``) for this engine version, once ``run_plan`` computed it.
+
+    The computation itself runs outside the cached function: it drives a progress bar, and Streamlit would
+    record those updates to replay them on a cache hit.  A miss raises KeyError, which is not cached.
+    """
+    return _FRESH.pop((key, engine_version))
+
+
+def compute(inputs: Inputs, progress: Callable[[int, int], None] | None = None) -> dict:
+    """Run ``engine.planner.plan`` for ``inputs``: the table, the recommendation, its scenario, commands and
+    memory sentence, as plain data.  ValueError (naming the bad input) from the planner."""
+    base = Scenario.from_json(inputs.base_json)
+    res = planner.plan(base, dict(inputs.slo), {k: list(v) for k, v in inputs.grid},
+                       replications=inputs.replications, objective=inputs.objective,
+                       gpu_prices_usd_per_hour=dict(inputs.prices) or None, progress=progress or False)
+    out = {"table": res.table, "best": res.best, "summary": planner.plan_summary(res), "objective": res.objective,
+           "slo": dict(res.slo), "fields": list(res.grid), "scenario_json": None, "commands": [], "memory": ""}
+    if res.best is not None:
+        sc = res.scenario(res.best["config"])
+        out["scenario_json"] = sc.to_json()
+        out["commands"] = [dataclasses.asdict(c) for c in planner.server_commands(sc)]
+        out["memory"] = planner.memory_sentence(sc)
+    return out
+
+
+def run_plan(inputs: Inputs, progress: Callable[[int, int], None] | None = None) -> dict:
+    """The cached plan of ``inputs`` (keyed on them and ENGINE_VERSION), computed with ``progress`` on a miss."""
+    key = inputs.key()
+    try:
+        return _cached(key, ENGINE_VERSION)
+    except KeyError:
+        pass
+    _FRESH[(key, ENGINE_VERSION)] = compute(inputs, progress)
+    return _cached(key, ENGINE_VERSION)
+
+
+# ------------------------------------------------------------------ widgets
+def _threshold(value_key: str, metric: str, label: str):
+    lo, hi, step = threshold_range(metric)
+    ss = st.session_state
+    if value_key in ss and ss[value_key] is not None and not lo <= ss[value_key] <= hi:
+        ss[value_key] = min(max(float(ss[value_key]), lo), hi)
+    return st.number_input(label, min_value=lo, max_value=hi, value=default_threshold(metric), step=step,
+                           format="%g", key=value_key, bind="query-params",
+                           help=f"{metric} must be {'at most' if planner.SLO_METRICS[metric] == 'max' else 'at least'}"
+                                f" this ({'a fraction' if metric in FRACTIONS else 'milliseconds'}) in every probe "
+                                "the search accepts, on a stable server.")
+
+
+def _reset_threshold(value_key: str, metric_key: str) -> None:
+    m = st.session_state.get(metric_key)
+    if m in planner.SLO_METRICS:
+        st.session_state[value_key] = default_threshold(m)
+
+
+def _controls(state: controls.AppState) -> tuple[Inputs | None, str | None]:
+    """Draw the page's controls; the plan's inputs, or why there are none."""
+    with st.container(border=True):
+        r1 = st.columns([1.3, 1.3, 1, 1.3, 1], gap="medium")
+        objective = r1[0].selectbox(
+            "Objective", list(planner.OBJECTIVES), key=K_OBJECTIVE, bind="query-params",
+            help="What each configuration is scored on:\n\n" + "\n".join(
+                f"- **{k}**: {v}." for k, v in OBJECTIVE_HELP.items()))
+        m1 = r1[1].selectbox("SLO metric", list(planner.SLO_METRICS), index=list(planner.SLO_METRICS).index(
+            DEFAULT_METRIC), key=K_SLO_METRIC, bind="query-params", on_change=_reset_threshold, args=(K_SLO, K_SLO_METRIC),
+            help="Summary metric the SLO bounds (latencies from above, attainment and hit rate from below).")
+        with r1[2]:
+            t1 = _threshold(K_SLO, m1, "Threshold")
+        m2 = r1[3].selectbox("Second SLO metric (optional)", [NONE, *planner.SLO_METRICS], key=K_SLO2_METRIC,
+                             bind="query-params", on_change=_reset_threshold, args=(K_SLO2, K_SLO2_METRIC),
+                             help="A second bound every accepted probe must also meet; 'none' for one SLO row.")
+        t2 = None
+        if m2 != NONE:
+            with r1[4]:
+                t2 = _threshold(K_SLO2, m2, "Second threshold")
+
+        r2 = st.columns([1.6, 1.2, 1.2, 1.6, 1], gap="medium")
+        gpus = r2[0].multiselect("Candidate GPUs", list(presets.GPUS), default=DEFAULT_GPUS, key=K_GPUS,
+                                 bind="query-params", placeholder="Choose GPUs",
+                                 help="GPU presets (engine.presets.GPUS) to try; every other field stays the "
+                                      "sidebar's.")
+        max_loras = r2[1].multiselect("max_loras values", MAX_LORAS_OPTIONS, default=DEFAULT_MAX_LORAS,
+                                      key=K_MAX_LORAS, bind="query-params", accept_new_options=True,
+                                      placeholder="Type or choose",
+                                      help="GPU adapter slots to try (vLLM's --max-loras; 0 = limited by memory "
+                                           "only). Type another integer to add it.")
+        cpu_loras = r2[2].multiselect("max_cpu_loras values (optional)", CPU_LORAS_OPTIONS, default=[],
+                                      key=K_CPU_LORAS, bind="query-params", accept_new_options=True,
+                                      placeholder="The sidebar's value",
+                                      help="Host adapter cache sizes to try (--max-cpu-loras; 0 = no limit). "
+                                           "Empty: every candidate keeps the base scenario's.")
+        strategies = r2[3].multiselect("Candidate strategies", list(STRATEGIES), default=DEFAULT_STRATEGIES,
+                                       key=K_STRATEGIES, bind="query-params", placeholder="Choose strategies",
+                                       help="Policies to try (engine.STRATEGIES); vllm, naive, preload_lru and slora "
+                                            "map to real server flags, the others get no command line.")
+        reps = r2[4].slider("Replications", 1, MAX_REPLICATIONS, DEFAULT_REPLICATIONS, key=K_REPS,
+                            bind="query-params",
+                            help="Seeds per configuration (seed, seed+1, ...; common random numbers): the CIs and "
+                                 "ties come from them; one replication gives no CI.")
+        prices: dict[str, float] = {}
+        with st.expander("GPU prices (US$/h)", icon=":material/payments:"):
+            st.caption("Indicative presets (engine.planner.GPU_PRICES_USD_PER_HOUR; sources in "
+                       "engine/planner/prices.py), not quotes: enter your own contract prices.")
+            cols = st.columns(4)
+            for i, g in enumerate(gpus):
+                preset = planner.GPU_PRICES_USD_PER_HOUR.get(g)
+                v = cols[i % 4].number_input(g, min_value=PRICE_RANGE[0], max_value=PRICE_RANGE[1], value=preset,
+                                             step=0.05, format="%.2f", key=f"{PRICE_PREFIX}{g}", bind="query-params",
+                                             help=f"Preset: {'none' if preset is None else f'US${preset:g}/h'}.")
+                if v is not None and v != preset:
+                    prices[g] = float(v)
+    slo = {m1: float(t1)}
+    if m2 != NONE:
+        if m2 == m1:
+            return None, f"The two SLO rows bound the same metric ({m1}): choose another second metric or 'none'."
+        slo[m2] = float(t2)
+    if not gpus:
+        return None, "Choose at least one candidate GPU."
+    if not strategies:
+        return None, "Choose at least one candidate strategy."
+    try:
+        ml = int_values(K_MAX_LORAS, max_loras, "max_loras values")
+        cl = int_values(K_CPU_LORAS, cpu_loras, "max_cpu_loras values")
+    except ValueError as e:
+        return None, str(e)
+    if not ml:
+        return None, "Choose at least one max_loras value."
+    inputs = Inputs(base_json=state.scenario.to_json(), objective=objective, slo=tuple(slo.items()),
+                    grid=build_grid(gpus, ml, cl, strategies), replications=int(reps),
+                    prices=tuple(sorted(prices.items())))
+    return inputs, None
+
+
+# ------------------------------------------------------------------ results
+def _open_on_whatif() -> None:
+    """Button callback: load the recommended scenario (at its optimum) into the shared controls."""
+    ss = st.session_state
+    last = ss.get(LAST_KEY)
+    if not last or not last["result"]["scenario_json"]:
+        return
+    res = last["result"]
+    sc = Scenario.from_json(res["scenario_json"])
+    issues = controls.apply_scenario(sc)
+    ss.pop("_upload_error", None)
+    fields = ", ".join(f"{f}={res['best'][f]}" for f in res["fields"])
+    msg = f"Loaded the plan's recommended configuration ({fields}) at {sc.arrival_rate_rps:.4g} req/s."
+    if issues:
+        msg += " Adjusted to the controls' ranges: " + "; ".join(i.message for i in issues)
+    ss["_upload_msg"] = msg
+
+
+def _commands(res: dict) -> None:
+    tabs = st.tabs([{"vllm": "vLLM", "sglang": "SGLang"}.get(c["server"], c["server"]) for c in res["commands"]])
+    for tab, c in zip(tabs, res["commands"]):
+        with tab:
+            if not c["supported"]:
+                st.info(f"No real-server equivalent: {c['note']}", icon=":material/block:")
+                continue
+            st.code(c["text"], language="bash", wrap_lines=True)
+            if c["note"]:
+                st.caption(c["note"])
+            with st.expander("Where each flag comes from"):
+                st.dataframe(pd.DataFrame(c["trace"], columns=["flag", "value", "source"]), hide_index=True,
+                             width="stretch", key=f"plan_trace_{c['server']}")
+
+
+def _results(last: dict, current: Inputs | None) -> None:
+    res, inputs = last["result"], last["inputs"]
+    objective, slo, fields = res["objective"], res["slo"], res["fields"]
+    table: pd.DataFrame = res["table"]
+    st.divider()
+    if current is not None and current != inputs:
+        st.info("The inputs (page controls or sidebar scenario) changed since this plan ran; run it again to "
+                "update it.", icon=":material/update:")
+    best = res["best"]
+    (st.success if best is not None else st.warning)(res["summary"], icon=":material/target:")
+    st.caption(conditions_text(inputs))
+
+    st.subheader("Ranked configurations")
+    st.dataframe(display_table(table, objective, fields, slo), hide_index=True, width="stretch", key="plan_table",
+                 column_config=table_config(objective, slo))
+    if "capped" in table.columns and table["capped"].astype(bool).any():
+        st.caption("Some searches still met the SLO at their upper bound (the engine's request cap per run): "
+                   "those values are lower bounds.")
+    failing = table[table["reason"].fillna("") != ""]
+    if best is None and len(failing):
+        st.markdown("Why no configuration qualifies:\n\n" + "\n".join(
+            f"- **{charts.plan_label(r, fields)}**: {r['reason']}" for _, r in failing.iterrows()))
+    st.download_button("Plan CSV", table.to_csv(index=False).encode(), file_name="plan.csv", mime="text/csv",
+                       key="dl_plan", icon=":material/download:")
+
+    head, tog = st.columns([3, 1.4], vertical_alignment="bottom")
+    head.subheader("Goodput against cost")
+    axis = tog.segmented_control("Cost axis", list(charts.PLAN_COST), key=K_COST_AXIS,
+                                 default="cost_per_mtok_usd" if objective == "min_cost" else "price_usd_per_hour",
+                                 format_func=lambda k: "US$/h" if k == "price_usd_per_hour" else "US$/Mtok",
+                                 help="GPU price per hour, or the cost of a million output tokens at each "
+                                      "candidate's optimum.") or "price_usd_per_hour"
+    st.altair_chart(charts.unvalidated(charts.plan_frontier(table, objective, axis, fields)), width="stretch")
+    st.caption("Green dashed line: the Pareto frontier of the SLO-meeting candidates (nothing else is as cheap "
+               "and as good); ringed: the recommendation; bars: 95% CIs over replications; crosses: feasible "
+               "candidates that fail the SLO. Infeasible candidates are only in the table.")
+
+    if best is None:
+        return
+    st.subheader("Recommended: " + " · ".join(f"{f} {best[f]}" for f in fields))
+    col, label, _ = VALUE_COLUMN[objective]
+    k = st.columns(4)
+    k[0].metric(label, f"{best[col]:.0%}" if objective == "min_cost" else
+                f"{best[col]:,.0f}" if objective == "max_adapters" else f"{best[col]:.3g}",
+                help=OBJECTIVE_HELP[objective] + ".")
+    p99 = float(best["ttft_p99_ms"])
+    k[1].metric("TTFT p99 at the optimum", f"{p99:,.1f} ms" if math.isfinite(p99) else "n/a")
+    k[2].metric("US$ per million tokens", "n/a" if not math.isfinite(best["cost_per_mtok_usd"]) else
+                f"${best['cost_per_mtok_usd']:.3f}")
+    k[3].metric("GPU price", f"${best['price_usd_per_hour']:.2f}/h")
+    st.markdown(f"**Memory:** {res['memory']}.")
+    _commands(res)
+    if st.button("Open on What-if", type="primary", key=K_OPEN, icon=":material/arrow_forward:",
+                 on_click=_open_on_whatif,
+                 help="Loads the recommended configuration at its optimum (e.g. its max rate) into the scenario "
+                      "controls and opens the What-if page."):
+        st.switch_page(st.Page(page_whatif.render, url_path=WHATIF_PAGE), query_params={})
+
+
+# ------------------------------------------------------------------ page
+def render() -> None:
+    state = controls.current()
+    controls.show_header(state, "Plan", "The inverse question: which GPU, `--max-loras` and policy serve the "
+                         "sidebar's traffic within an SLO, and at what cost? Each candidate configuration is searched "
+                         "for its largest SLO-meeting arrival rate (or adapter count), ranked with ties inside the "
+                         "noise, and the winner comes with vLLM and SGLang command lines.")
+    if state.error:
+        st.error(f"This scenario cannot be simulated. {state.error}", icon=":material/error:")
+        return
+    ss = st.session_state
+    inputs, why = _controls(state)
+    if why:
+        st.warning(why, icon=":material/checklist:")
+    elif inputs is not None:
+        shape = " x ".join(f"{len(v)} {k}" for k, v in inputs.grid)
+        too_many = inputs.searches > MAX_PLAN_SEARCHES
+        st.caption(f"{shape} = {inputs.configurations} configurations x {inputs.replications} replication(s) = "
+                   f"{inputs.searches} searches (at most {MAX_PLAN_SEARCHES} on this page); each search probes "
+                   "about 5 to 15 arrival rates of about 6,000 requests each.")
+        if too_many:
+            st.error(f"This plan has {inputs.searches} searches ({inputs.configurations} configurations x "
+                     f"{inputs.replications} replications), above this page's limit of {MAX_PLAN_SEARCHES} "
+                     f"(MAX_PLAN_SEARCHES). Remove candidates or lower the replications, or run it with "
+                     f"`python -m engine plan` (up to {planner.MAX_SEARCHES}).", icon=":material/block:")
+        if st.button("Run the plan", type="primary", key=K_RUN, icon=":material/play_arrow:", disabled=too_many):
+            ss.pop(ERROR_KEY, None)
+            bar = st.progress(0.0, text="Planning...")
+
+            def tick(done: int, total: int) -> None:
+                if total:
+                    bar.progress(done / total, text=f"Searched {done} of {total} configurations...")
+
+            try:
+                ss[LAST_KEY] = {"inputs": inputs, "result": run_plan(inputs, tick)}
+            except ValueError as e:
+                ss[ERROR_KEY] = str(e)
+            bar.empty()
+    if ss.get(ERROR_KEY):
+        st.error(f"The planner refused these inputs: {ss[ERROR_KEY]}", icon=":material/error:")
+    last = ss.get(LAST_KEY)
+    if last:
+        _results(last, inputs)
