@@ -1,0 +1,134 @@
+"""Dashboard rerun time in a real browser, against an empty one-slider Streamlit page in the same run.
+
+    python bench/browser_rerun.py [--reruns 5] [--query "?wi_reps=3"]
+
+Starts two Streamlit servers on free ports: ``app/main.py`` and a page with one slider and one line
+of text.  In Debian's headless Chromium (Playwright, never a downloaded browser) each page is opened
+and warmed, then ``--reruns`` times: focus the arrival-rate slider, press ArrowRight, and measure from
+the key press until the page is idle — its text has changed, Streamlit's status widget is gone, and
+no DOM mutation has happened for ``QUIET_MS`` — taking the time of the last mutation as the end (a
+MutationObserver records it).  Prints the median and every run for both pages and their ratio.
+Targets (issue "Performance"): home page median <= 2.5 x the empty page and <= 300 ms.  Exits 0.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+QUIET_MS = 400
+LABEL = "Arrival rate (req/s)"
+EMPTY_APP = f'''import streamlit as st
+v = st.slider("{LABEL}", 1.0, 100.0, 20.0, step=1.0)
+st.write(f"rate {{v}}")
+'''
+OBSERVER_JS = """() => { window.__lastMut = performance.now();
+  new MutationObserver(() => { window.__lastMut = performance.now(); })
+    .observe(document.body, {subtree: true, childList: true, characterData: true, attributes: true}); }"""
+TEXT_JS = "() => document.querySelector('[data-testid=stMain]')?.innerText || document.body.innerText"
+IDLE_JS = f"""() => !document.querySelector('[data-testid=stStatusWidget]')
+  && (performance.now() - window.__lastMut) > {QUIET_MS}"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(script: Path, cwd: Path) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(script), f"--server.port={port}",
+                             "--server.address=127.0.0.1", "--server.headless=true",
+                             "--server.fileWatcherType=none"], cwd=cwd, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=5) as r:
+                if r.read().decode().strip() == "ok":
+                    return proc, base
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise SystemExit(f"{script} did not become healthy")
+
+
+def _measure(browser, url: str, reruns: int) -> list[float]:
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = ctx.new_page()
+    pg.set_default_timeout(180_000)
+    pg.goto(url)
+    slider = pg.locator(f'input[type="range"][aria-label="{LABEL}"]').first
+    slider.wait_for()
+    pg.evaluate(OBSERVER_JS)
+    pg.wait_for_function(IDLE_JS)
+    out = []
+    for i in range(reruns + 1):  # the first key press warms caches of the new value path: not counted
+        before = pg.evaluate(TEXT_JS)
+        slider.focus()
+        t0 = pg.evaluate("() => performance.now()")
+        pg.keyboard.press("ArrowRight")
+        pg.wait_for_function(f"(b) => ({TEXT_JS})() !== b", arg=before)
+        pg.wait_for_function(IDLE_JS)
+        end = pg.evaluate("() => window.__lastMut")
+        if i:
+            out.append(end - t0)
+    ctx.close()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reruns", type=int, default=5)
+    ap.add_argument("--query", default="", help="URL query for the dashboard, e.g. '?wi_reps=1'")
+    args = ap.parse_args()
+    if not Path(CHROMIUM).exists():
+        print(f"{CHROMIUM} is missing (apt-get install chromium)")
+        return 0
+    from playwright.sync_api import sync_playwright
+
+    tmp = Path(tempfile.mkdtemp(prefix="empty-app-"))
+    (tmp / "empty.py").write_text(EMPTY_APP)
+    procs = []
+    try:
+        app, app_url = _serve(ROOT / "app" / "main.py", ROOT)
+        procs.append(app)
+        empty, empty_url = _serve(tmp / "empty.py", tmp)
+        procs.append(empty)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+            try:
+                t_empty = _measure(browser, empty_url, args.reruns)
+                t_app = _measure(browser, app_url + "/" + args.query, args.reruns)
+            finally:
+                browser.close()
+    finally:
+        for pr in procs:
+            pr.terminate()
+            pr.wait(timeout=30)
+    m_app, m_empty = statistics.median(t_app), statistics.median(t_empty)
+    ratio = m_app / m_empty
+    fmt = lambda xs: ", ".join(f"{x:.0f}" for x in xs)  # noqa: E731
+    print(f"home page rerun{' ' + args.query if args.query else ''}: median {m_app:.0f} ms ({fmt(t_app)})")
+    print(f"empty one-slider page:       median {m_empty:.0f} ms ({fmt(t_empty)})")
+    print(f"ratio {ratio:.2f}x (target <= 2.5x: {'PASS' if ratio <= 2.5 else 'MISS'}); "
+          f"absolute target <= 300 ms: {'PASS' if m_app <= 300 else 'MISS'}; load average {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
