@@ -15,12 +15,14 @@ from .bottlenecks import Cause, causes, effective_slots, run_causes
 from .metrics import mean_ci
 from .policies import STRATEGIES, contenders_excluded
 from .presets import model_from_hf_config
+from .presets.scenarios import TRACE_CITATION, TRACES
 from .ranking import Ranking, rank
 from .scenario import ENUMS, MAX_REQUESTS, Scenario
 from .sim import SimResult, compare, simulate
-from .workload import read_trace
+from .workload import read_trace, shipped_trace
 
 ENGINE_VERSION = "0.2.0"
 
 __all__ = ["Scenario", "SimResult", "STRATEGIES", "ENUMS", "MAX_REQUESTS", "simulate", "compare", "read_trace",
+           "shipped_trace", "TRACES", "TRACE_CITATION",
            "mean_ci", "Cause", "causes", "run_causes", "effective_slots", "contenders_excluded", "rank", "Ranking", "presets", "model_from_hf_config", "ENGINE_VERSION"]

@@ -7,13 +7,18 @@ to the jitted loop: anything it lets through must simulate without error.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from . import presets
 from .policies import STRATEGIES, hot_set_pins
+from .presets.scenarios import TRACES
 
 ENUMS: dict[str, tuple[str, ...]] = {
     "service_mode": ("roofline", "fixed"),
@@ -34,6 +39,11 @@ MAX_REQUESTS = 2_000_000
 #: built-in preset (one added with ``presets.register_model``); ``from_dict`` registers it.
 #: Absent for preset models, so their JSON is unchanged.
 MODEL_DEFINITION_KEY = "model_definition"
+
+#: Where the shipped traces (``presets.scenarios.TRACES``) live, and the allowed ``trace_time_scale``.
+TRACE_DIR = Path(__file__).resolve().parent / "data" / "traces"
+TRACE_FILE_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
+TRACE_TIME_SCALE_RANGE = (0.05, 50.0)
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,8 @@ class Scenario:
     output_tokens: int = 32
     length_dist: str = "fixed"
     length_spread: float = 0.5            # uniform: +-spread*mean; lognormal: CV
+    trace: str = ""                       # a shipped trace (TRACES) replayed instead of the drawn stream; "" = drawn
+    trace_time_scale: float = 1.0         # trace replay: arrival times divided by it (2 = twice the rate)
     duration_s: float = 60.0
     warmup_s: float = 5.0
     drain_s: float = 60.0                 # time after duration_s allowed to finish work
@@ -229,12 +241,38 @@ class Scenario:
         return 1, max(1, int(math.ceil(mean * (1 + 3 * self.length_spread))))
 
     def max_request_tokens(self) -> int:
+        """Prompt + output tokens of the longest request: the length bounds, or the replayed trace's longest."""
+        if self.trace:
+            _, pt, ot = self.trace_requests()
+            return int((pt + ot).max()) if len(pt) else 1
         return self.length_bounds(self.prompt_tokens)[1] + self.length_bounds(self.output_tokens)[1]
 
+    def max_fitting_request_tokens(self) -> int:
+        """Longest request (prompt + output tokens) whose KV cache fits in memory next to the adapter budget
+        (unified mode: next to the largest adapter too), in whole KV blocks: the bound ``validate`` applies
+        to ``max_request_tokens()`` and ``workload.read_trace`` to a trace's rows."""
+        plan = self.memory_plan()
+        room = plan["kv"]
+        if self.memory_mode == "unified":
+            room = min(room, plan["adapters"] + plan["kv"] - self.max_adapter_bytes())
+        block = self.kv_block_tokens * presets.kv_bytes_per_token(self.model_spec)
+        return max(0, int(room // block)) * self.kv_block_tokens
+
     def expected_requests(self) -> float:
+        if self.trace:
+            return float(len(self.trace_requests()[0]))  # the trace's requests in [0, duration_s)
         if self.arrival_process == "closed":
             return float(self.concurrency)  # bounded separately by the service rate
         return self.arrival_rate_rps * self.duration_s
+
+    def trace_requests(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The shipped trace's requests this scenario replays: arrival times divided by ``trace_time_scale``,
+        kept while < ``duration_s`` (a prefix of the file), with their prompt and output tokens."""
+        arr, pt, ot = shipped_trace_file(self.trace)
+        _check_time_scale(self.trace_time_scale)
+        t = arr / self.trace_time_scale
+        n = int(np.searchsorted(t, self.duration_s, side="left"))
+        return t[:n], pt[:n], ot[:n]
 
     # ---------------------------------------------------------------- validation
     def validate(self) -> Scenario:
@@ -252,6 +290,9 @@ class Scenario:
         for name, allowed in ENUMS.items():
             if getattr(self, name) not in allowed:
                 bad(name, ", ".join(allowed))
+        if self.trace and self.trace not in TRACES:
+            bad("trace", "'' (the drawn workload) or a shipped trace: " + ", ".join(TRACES))
+        _check_time_scale(self.trace_time_scale)
 
         positive = ["pcie_gbps", "disk_gbps", "duration_s", "slo_ttft_ms", "prefill_ms_per_token",
                     "batch_window_ms", "max_wait_ms", "power_alpha",
@@ -260,7 +301,8 @@ class Scenario:
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0):
                 bad(name, "a finite number > 0")
-        if self.arrival_process != "closed" and not (math.isfinite(self.arrival_rate_rps) and self.arrival_rate_rps > 0):
+        if (self.arrival_process != "closed" and not self.trace
+                and not (math.isfinite(self.arrival_rate_rps) and self.arrival_rate_rps > 0)):
             bad("arrival_rate_rps", "a finite number > 0")
         nonneg = ["vram_budget_gb", "reserve_gb", "load_latency_ms", "disk_latency_ms", "warmup_s",
                   "drain_s", "zipf_s", "step_overhead_ms", "lora_ms_per_adapter", "lora_ms_per_slot",
@@ -299,6 +341,11 @@ class Scenario:
             bad("adapter_ranks", "up to 64 integers in [1, 1024]")
 
         # workload size (protects the hosted app and the machine)
+        if self.trace and self.expected_requests() > MAX_REQUESTS:
+            raise ValueError(
+                f"trace_time_scale: trace {self.trace!r} at trace_time_scale {self.trace_time_scale:g} has "
+                f"{self.expected_requests():.0f} requests in duration_s {self.duration_s} s; allowed: at most "
+                f"{MAX_REQUESTS} (a smaller trace_time_scale or a shorter duration_s)")
         if self.expected_requests() > MAX_REQUESTS:
             raise ValueError(
                 f"arrival_rate_rps: {self.arrival_rate_rps} req/s x duration_s {self.duration_s} s "
@@ -332,8 +379,16 @@ class Scenario:
             raise ValueError(
                 f"vram_budget_gb: invalid value {self.vram_budget_gb}; allowed: a budget whose pool holds "
                 f"the largest adapter and one request's KV")
+        if self.trace:
+            pmax = int(self.trace_requests()[1].max(initial=0))
+            if pmax > self.max_batched_tokens:
+                raise ValueError(
+                    f"max_batched_tokens: invalid value {self.max_batched_tokens}; allowed: at least {pmax}, the "
+                    f"longest prompt of trace {self.trace!r} in [0, duration_s) at trace_time_scale "
+                    f"{self.trace_time_scale:g} (or replay less of it: a shorter duration_s or a smaller "
+                    f"trace_time_scale)")
         pmax = self.length_bounds(self.prompt_tokens)[1]
-        if pmax > self.max_batched_tokens:
+        if pmax > self.max_batched_tokens and not self.trace:
             raise ValueError(
                 f"prompt_tokens: invalid value {self.prompt_tokens} (longest drawn prompt {pmax}); allowed: "
                 f"at most max_batched_tokens ({self.max_batched_tokens})")
@@ -351,6 +406,38 @@ class Scenario:
             if self.hot_set_k > self.num_adapters:
                 bad("hot_set_k", f"at most num_adapters ({self.num_adapters})")
         return self
+
+
+def _check_time_scale(v: float) -> None:
+    lo, hi = TRACE_TIME_SCALE_RANGE
+    if not (math.isfinite(v) and lo <= v <= hi):
+        raise ValueError(f"trace_time_scale: invalid value {v!r}; allowed: a number in [{lo:g}, {hi:g}] "
+                         "(the trace's arrival times are divided by it: 2 replays it twice as fast)")
+
+
+@functools.cache
+def shipped_trace_file(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Arrival times (s), prompt and output tokens of a shipped trace (``TRACES``), read once and cached
+    (read-only arrays); ValueError naming ``trace`` for an unknown name or a damaged file."""
+    if name not in TRACES:
+        raise ValueError(f"trace: invalid value {name!r}; allowed: {', '.join(TRACES)}")
+    path = TRACE_DIR / TRACES[name]["file"]
+    try:
+        with open(path, encoding="utf-8") as f:
+            header = tuple(f.readline().strip().split(","))
+            data = np.loadtxt(f, delimiter=",", dtype=np.float64, ndmin=2)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"trace: {name!r}: cannot read {path} ({e})") from None
+    arr, pt, ot = (data[:, i].copy() for i in range(3)) if data.shape[1] == 3 else (None, None, None)
+    if (header != TRACE_FILE_COLUMNS or arr is None or len(arr) != TRACES[name]["rows"]
+            or not (np.all(np.isfinite(arr)) and arr[0] >= 0 and np.all(np.diff(arr) >= 0))
+            or np.any(pt < 1) or np.any(ot < 1) or np.any(pt != np.floor(pt)) or np.any(ot != np.floor(ot))):
+        raise ValueError(f"trace: {name!r}: {path} is not the shipped file (columns {', '.join(TRACE_FILE_COLUMNS)}, "
+                         f"{TRACES[name]['rows']} rows, non-decreasing arrivals >= 0, token counts >= 1)")
+    out = (arr, pt.astype(np.int64), ot.astype(np.int64))
+    for a in out:
+        a.setflags(write=False)
+    return out
 
 
 _FIELD_TYPES = {f.name: f.type for f in fields(Scenario)}

@@ -16,7 +16,7 @@ from . import presets
 from .metrics import summarize
 from .policies import STRATEGIES, hot_set_pins
 from .scenario import MAX_REQUESTS, Scenario
-from .workload import Workload, generate, popularity
+from .workload import Workload, generate, popularity, replay_trace
 
 TIER_NAMES = np.array(["gpu", "cpu", "disk"])
 EVENT_NAMES = np.array(["swap", "evict", "compact", "reject"])
@@ -110,7 +110,7 @@ def _build(sc: Scenario, wl: Workload):
     ip[L.IP_PAD_SLOTS] = sc.max_loras
     ip[L.IP_ONDEMAND] = int(sc.kv_reservation == "on_demand")
     ip[L.IP_BLOCK_TOK] = sc.kv_block_tokens
-    ip[L.IP_MAX_INSYS] = sc.max_in_system if sc.arrival_process != "closed" else 0
+    ip[L.IP_MAX_INSYS] = sc.max_in_system if not wl.closed else 0  # open loop, a replayed trace included
     ip[L.IP_FASTSKIP] = 1  # 0 scans the whole queue (the reference the fast path is tested against)
     ip[L.IP_CONTIG] = int(contiguous)
     ip[L.IP_ARENA] = arena
@@ -247,16 +247,25 @@ def _run(sc: Scenario, wl: Workload):
 
 
 def simulate(scenario: Scenario, trace: Workload | None = None) -> SimResult:
-    """Run one scenario (optionally replaying a trace from ``workload.read_trace``)."""
+    """Run one scenario (optionally replaying a trace from ``workload.read_trace``).
+
+    A scenario with ``trace`` set replays that shipped trace; an uploaded ``trace`` as well is refused.
+    """
     if not isinstance(scenario, Scenario):
         raise ValueError(f"scenario: expected engine.Scenario, got {type(scenario).__name__}")
     sc = scenario.validate()
+    if trace is not None and sc.trace:
+        raise ValueError(f"trace: the scenario replays the shipped trace {sc.trace!r} and an uploaded trace was "
+                         "given too; allowed: one of them (set the scenario's trace to '' to replay the upload)")
     if trace is not None:
         wl = trace
         if wl.adapter.max(initial=0) >= sc.num_adapters:
             raise ValueError(f"trace: adapter_id {int(wl.adapter.max())} >= num_adapters ({sc.num_adapters})")
         keep = wl.arrival_s < sc.duration_s
         wl = Workload(wl.arrival_s[keep], wl.adapter[keep], wl.prompt_tokens[keep], wl.output_tokens[keep])
+        arr = _run(sc, wl)
+    elif sc.trace:  # a shipped trace: open loop, whatever arrival_process says
+        wl = replay_trace(sc)
         arr = _run(sc, wl)
     elif sc.arrival_process == "closed":
         n = sc.concurrency * 16 + 1024

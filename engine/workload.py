@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from .popularity import popularity
-from .scenario import Scenario
+from .presets.scenarios import TRACES
+from .scenario import TRACE_FILE_COLUMNS, Scenario, shipped_trace_file
 
 # Order of the spawned child streams: one per activity.
 STREAM_ARRIVALS, STREAM_ADAPTERS, STREAM_PROMPT, STREAM_OUTPUT = range(4)
@@ -85,7 +86,12 @@ def draw_arrivals(sc: Scenario, rng: np.random.Generator) -> np.ndarray:
 
 
 def generate(sc: Scenario, n_closed: int = 0) -> Workload:
-    """Draw the request stream. Closed loop: ``n_closed`` requests, times set by the loop."""
+    """Draw the request stream. Closed loop: ``n_closed`` requests, times set by the loop.
+
+    With ``sc.trace`` set: the shipped trace's requests (``replay_trace``) instead.
+    """
+    if sc.trace:
+        return replay_trace(sc)
     rs = streams(sc.seed)
     if sc.arrival_process == "closed":
         n = n_closed
@@ -100,6 +106,46 @@ def generate(sc: Scenario, n_closed: int = 0) -> Workload:
         output_tokens=draw_lengths(sc, sc.output_tokens, rs[STREAM_OUTPUT], n),
         closed=sc.arrival_process == "closed",
     )
+
+
+def replay_trace(sc: Scenario) -> Workload:
+    """The shipped trace ``sc.trace`` as this scenario replays it (open loop): the file's arrival times divided
+    by ``trace_time_scale`` while < ``duration_s``, its token lengths, and adapters drawn from the scenario's
+    popularity model on the adapter stream of ``sc.seed`` (the draws ``generate`` would make: independent of
+    the strategy, so every strategy sees the same adapters; a prefix of a longer replay's)."""
+    arr, pt, ot = sc.trace_requests()
+    ad = draw_adapters(sc, streams(sc.seed)[STREAM_ADAPTERS], len(arr))
+    return Workload(arr.copy(), ad, pt.copy(), ot.copy())
+
+
+_DOWNLOAD_FIELDS = ("num_adapters", "popularity", "zipf_s", "power_alpha", "seed", "trace_time_scale", "duration_s",
+                    "warmup_s")
+
+
+def shipped_trace(name: str, scenario: Scenario | None = None, window: bool = True) -> pd.DataFrame:
+    """A shipped trace (``TRACES``) as a DataFrame, e.g. for download (``.to_csv(index=False)``).
+
+    Without ``scenario``: the file as shipped (columns ``arrived_at, num_prefill_tokens, num_decode_tokens``,
+    every row).  With one: the trace CSV format ``read_trace`` reads (``arrival_s, adapter_id,
+    prompt_tokens, output_tokens``): arrival times divided by the scenario's ``trace_time_scale``, adapters
+    drawn as ``simulate`` draws them (the scenario's popularity model and seed); ``window=True`` keeps the
+    requests the scenario replays (arrival < ``duration_s``), so that replaying the file with
+    ``simulate(scenario.replace(trace=""), trace=read_trace(csv, ...))`` repeats ``simulate(scenario)`` when
+    ``scenario.trace == name``; ``window=False`` keeps every row (the adapters of the window's rows unchanged).
+    """
+    if name not in TRACES:
+        raise ValueError(f"trace: invalid value {name!r}; allowed: {', '.join(TRACES)}")
+    arr, pt, ot = shipped_trace_file(name)
+    if scenario is None:
+        return pd.DataFrame(dict(zip(TRACE_FILE_COLUMNS, (arr.copy(), pt.copy(), ot.copy()))))
+    if not isinstance(scenario, Scenario):
+        raise ValueError(f"scenario: expected engine.Scenario, got {type(scenario).__name__}")
+    # only the fields the replay reads (popularity model, seed, time scale, window) need to be valid here
+    sc = Scenario(**{k: getattr(scenario, k) for k in _DOWNLOAD_FIELDS}).validate()
+    t = arr / sc.trace_time_scale
+    n = int(np.searchsorted(t, sc.duration_s, side="left")) if window else len(t)
+    ad = draw_adapters(sc, streams(sc.seed)[STREAM_ADAPTERS], n)
+    return pd.DataFrame({"arrival_s": t[:n], "adapter_id": ad, "prompt_tokens": pt[:n], "output_tokens": ot[:n]})
 
 
 TRACE_COLUMNS = ("arrival_s", "adapter_id", "prompt_tokens", "output_tokens")
@@ -129,7 +175,7 @@ def read_trace(src, sc: Scenario) -> Workload:
     ad = pd.to_numeric(df["adapter_id"], errors="coerce").to_numpy(np.float64)
     pt = pd.to_numeric(df["prompt_tokens"], errors="coerce").to_numpy(np.float64)
     ot = pd.to_numeric(df["output_tokens"], errors="coerce").to_numpy(np.float64)
-    kv_cap = sc.max_request_tokens()
+    kv_cap = max(sc.max_request_tokens(), sc.max_fitting_request_tokens())
     checks = [
         ("arrival_s", ~np.isfinite(arr) | (arr < 0), "a number >= 0"),
         ("adapter_id", ~np.isfinite(ad) | (ad < 0) | (ad >= sc.num_adapters) | (ad != np.floor(ad)),
@@ -146,7 +192,8 @@ def read_trace(src, sc: Scenario) -> Workload:
             first = (idx[0], col, allowed)
     too_long = np.flatnonzero(np.nan_to_num(pt) + np.nan_to_num(ot) > kv_cap)
     if len(too_long) and (first is None or too_long[0] < first[0]):
-        first = (too_long[0], "prompt_tokens", f"prompt_tokens + output_tokens <= {kv_cap} (the scenario's longest request, which sizes the KV check)")
+        first = (too_long[0], "prompt_tokens", f"prompt_tokens + output_tokens <= {kv_cap} (the longest request "
+                 "whose KV cache fits in the scenario's memory next to its adapter budget)")
     if first is None:
         dec = np.flatnonzero(np.diff(arr) < 0)
         if len(dec):

@@ -23,6 +23,7 @@ BAD = [
     ("vram_budget_gb", 0.001), ("hot_set_k", 10_000), ("adapter_ranks", (8, 0)),
     ("arrival_cv", 0.0), ("power_alpha", 0.0), ("slo_ttft_ms", -5.0), ("kv_block_tokens", 0),
     ("prompt_tokens", 100_000), ("max_loras", -1),
+    ("trace", "no-such-trace"), ("trace_time_scale", 0.0), ("trace_time_scale", 100.0),
 ]
 
 

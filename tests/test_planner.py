@@ -194,6 +194,8 @@ def test_invalid_base_and_work_bound():
         plan({"gpu": "a10g"}, {"ttft_p99_ms": 1}, {})
     with pytest.raises(ValueError, match="arrival_process: invalid value 'closed'"):
         plan(small().replace(arrival_process="closed"), {"ttft_p99_ms": 1}, {})
+    with pytest.raises(ValueError, match="trace: invalid value 'azure-code-2023' for objective 'max_rate'"):
+        plan(Scenario.from_preset("azure-code-2023"), {"ttft_p99_ms": 1}, {})
     with pytest.raises(ValueError, match="configurations; allowed: at most"):
         plan(small(), {"ttft_p99_ms": 1}, {"max_batch_size": list(range(1, 300))})
 

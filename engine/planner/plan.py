@@ -158,7 +158,11 @@ def plan(base: Scenario, slo: dict, grid: dict, replications: int = 3, objective
     slo = check_slo(slo)
     if objective not in OBJECTIVES:
         raise ValueError(f"objective: invalid value {objective!r}; allowed: {', '.join(OBJECTIVES)}")
-    if base.arrival_process == "closed":
+    if base.trace and objective == "max_rate":
+        raise ValueError(f"trace: invalid value {base.trace!r} for objective 'max_rate' (it searches "
+                         f"arrival_rate_rps, which a replayed trace ignores); allowed: '' (generated traffic), "
+                         f"or the objectives max_adapters / min_cost, which keep the trace's own rate")
+    if base.arrival_process == "closed" and not base.trace:
         raise ValueError("arrival_process: invalid value 'closed' for a plan; allowed: poisson, gamma "
                          "(the planner searches open-loop arrival rates)")
     if isinstance(replications, bool) or not isinstance(replications, int) or not 1 <= replications <= 20:

@@ -69,6 +69,8 @@ def probe_scenario(sc: Scenario, field: str, value, probe_requests: int | None, 
     unless the scenario sets ``max_in_system`` itself); and with ``probe_requests`` the measurement
     window shortened so that about that many requests arrive in it (never lengthened)."""
     s = sc.replace(**{field: value})
+    if s.trace:  # a replayed trace has its own arrivals: its window and rate are the trace's
+        return s
     if s.max_in_system == 0 and s.arrival_process != "closed":
         s = s.replace(max_in_system=probe_cap(s, slo))
     if probe_requests and s.arrival_rate_rps > 0:

@@ -1,5 +1,6 @@
 """Named scenarios: overrides of engine.Scenario's defaults (source settings, benchmark workloads,
-calibrated presets). Pure data: checked against the Scenario fields by the tests.
+calibrated presets), and the request traces shipped with the engine (``TRACES``). Pure data: checked
+against the Scenario fields and the trace files by the tests.
 """
 
 # ---------------------------------------------------------------------------
@@ -150,3 +151,45 @@ SCENARIOS["vllm-llama31-8b"] = dict(
 SCENARIOS["seed3-llama31-8b-80gb-calibrated"] = {
     **SCENARIOS["seed3-llama31-8b-80gb"], "lora_ms_per_adapter": 0.628446, "step_overhead_ms": 9.1616,
 }
+
+# ---------------------------------------------------------------------------
+# Shipped request traces (engine/data/traces/; licence and source in LICENSE-traces.md there).
+# ``Scenario(trace=name)`` replays one: its arrival times (divided by ``trace_time_scale``) and token
+# lengths, with adapters drawn from the scenario's popularity model (docs/model.md 4.4).
+# ---------------------------------------------------------------------------
+
+#: The attribution the traces' CC-BY licence asks for, wherever they ship or are used.
+TRACE_CITATION = ('Azure LLM inference trace 2023 (Azure/AzurePublicDataset, CC-BY): Patel et al., "Splitwise: '
+                  'Efficient generative LLM inference using phase splitting", ISCA 2024')
+
+#: name -> file under engine/data/traces/ (columns arrived_at, num_prefill_tokens, num_decode_tokens; one row per
+#: request, arrivals in seconds from the start, non-decreasing), row count and a description.
+TRACES: dict[str, dict] = {
+    "azure-conv-2023": dict(
+        file="azure_conv_2023.csv", rows=19_366, label="Azure LLM inference 2023, conversation",
+        description="one hour of a conversation service (19,366 requests, ~5.5 req/s; prompts mean 1,155 tokens, "
+                    "up to 14,050; outputs mean 211, up to 1,000)"),
+    "azure-code-2023": dict(
+        file="azure_code_2023.csv", rows=8_819, label="Azure LLM inference 2023, coding",
+        description="one hour of a coding service (8,819 requests, ~2.6 req/s, very bursty; prompts mean 2,048 "
+                    "tokens, up to 7,437; outputs mean 28, up to 1,899)"),
+}
+
+# The two trace presets: the default scenario's GPU, model and adapters (Llama-2-7B on an A100 80 GB, 200
+# rank-16 adapters, Zipf 1.0) replaying the first 600 s of a trace (duration_s, 30 s warm-up) at its real
+# rate (trace_time_scale 1: 2,867 conversation / 1,482 coding requests).  The workload fields below are not
+# used while ``trace`` is set; they describe a smooth stand-in with the same 600 s means (Poisson arrivals,
+# lognormal lengths with the window's means and its prompts' CV as length_spread, which serves prompts and
+# outputs alike), which runs when ``trace`` is set to "" -- the
+# comparison shows what the real burstiness and length mix do.  The conversation trace holds a
+# 14,050-token prompt (at 1,109 s, in the window from trace_time_scale 1.85): max_batched_tokens 16384
+# (vLLM's default without chunked prefill for a 16k context) keeps every time scale valid.
+_TRACE_STANDINS = {
+    "azure-conv-2023": dict(arrival_rate_rps=4.78, prompt_tokens=1147, output_tokens=260,
+                            length_spread=0.85, max_batched_tokens=16384),
+    "azure-code-2023": dict(arrival_rate_rps=2.47, prompt_tokens=2077, output_tokens=27,
+                            length_spread=0.97),
+}
+for _name, _standin in _TRACE_STANDINS.items():
+    SCENARIOS[_name] = {**SCENARIOS["default"], "arrival_process": "poisson", "length_dist": "lognormal",
+                        **_standin, "trace": _name, "trace_time_scale": 1.0}
