@@ -7,11 +7,27 @@ Two parts:
   measured-vs-simulated scatters and curves, the per-metric error summary (MAPE, median, worst
   per split, from ``engine.calibration.summarize_errors``) and the targets, with the report
   ``docs/validation.md`` itself.  Nothing is simulated for this part.
-* A benchmark file of your own (``vllm bench serve`` / benchmark_serving columns plus Scenario
-  fields): ``engine.calibration.load_measurements`` and ``fit`` under a work cap (``MAX_FIT_ROWS``,
-  ``FIT_MAX_DURATION_S``, ``FIT_MAX_REQUESTS_PER_ROW``, ``MAX_FIT_SIMULATIONS``).  The fitted
-  scenario can be downloaded, or loaded into the shared scenario controls through the
-  scenario.json import path (``controls.apply_scenario``) and opened on the What-if page.
+* Fit your own benchmark, two ways:
+
+  - the result files the tools write (``vllm bench serve`` / ``benchmark_serving.py`` JSON, plain or
+    ``--save-detailed``; GuideLLM reports; AIPerf exports), one or several: each is read by
+    ``engine.calibration.read_tool_file`` (recognised from its own keys; an unknown or malformed file
+    is the readers' message, never a traceback) and summarised as the CLI prints it (tool, version,
+    traffic, lengths, metrics).  What a file cannot say (GPU, model -- prefilled from ``model_id``
+    when it names a preset --, ``--max-loras``, ``--max-cpu-loras``, ``--max-lora-rank``, adapters,
+    popularity -- uniform for vllm bench serve --, the parameters, the hold-out split) the user states
+    in a form; ``server_scenario`` + ``fit_tool_runs`` replay each run's traffic and fit under the work
+    cap below (runs, requests per run, simulations), showing errors per split and metric, parameters
+    at a bound, errors above 25 %, the under-determination note, TTFT distributions and the
+    provenance (``engine.calibration.provenance``), with the same ``python -m engine calibrate``
+    command;
+  - a measurement table (``vllm bench serve`` / benchmark_serving columns plus Scenario fields):
+    ``engine.calibration.load_measurements`` and ``fit`` under a work cap (``MAX_FIT_ROWS``,
+    ``FIT_MAX_DURATION_S``, ``FIT_MAX_REQUESTS_PER_ROW``, ``MAX_FIT_SIMULATIONS``).
+
+  The fitted scenario can be downloaded (fitted.json: ``python -m engine run --scenario``), or loaded
+  into the shared scenario controls through the scenario.json import path
+  (``controls.apply_scenario``) and opened on the What-if page (and, for tool files, the Plan page).
 
 The page does not draw the scenario controls; the fit can start from the shared scenario
 (``controls.current()``: the values last set on the What-if, Sweeps or Crossover page).
@@ -19,8 +35,12 @@ The page does not draw the scenario controls; the fit can start from the shared 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 import re
+import shlex
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +50,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import charts, controls, exports, page_whatif, runner
+from app import charts, controls, exports, page_plan, page_whatif, runner
 from engine import Scenario, presets
 from engine import calibration as C
 
@@ -321,6 +341,320 @@ def fit_upload(data: bytes, name: str, base: Scenario, params, metrics=None, pre
     }
 
 
+# ------------------------------------------------------------------ benchmark tools' result files
+TOOL_FIT_KEY = "_validation_tool_fit"
+TOOL_FIT_ERROR = "_validation_tool_fit_error"
+_TOOL_READ = "_validation_tool_read"
+_TOOL_PREFILL = "_validation_tool_prefill"
+#: url_path of the Plan page (app/main.py registers it).
+PLAN_PAGE = "plan"
+#: How requests chose adapters (the form's choices): vLLM's benchmark picks its --lora-modules uniformly.
+POPULARITY_KINDS = ("uniform", "zipf", "power")
+#: Hold-out choices of the form (besides a file name), in the engine's spelling.
+HOLD_OUT_LABELS = {"none": "None: fit on every run", "highest-rate": "The run at the highest request rate",
+                   "highest-concurrency": "The closed loop with the most clients", "last": "The last run given"}
+#: The command line's option names in the engine's messages -> the form's labels.
+_FORM_NAMES = {"--hold-out": "Hold-out", "--metrics": "Metrics to fit", "--model": "Model",
+               "with --set ": "with Other scenario fields: "}
+
+
+def _form_words(msg: str) -> str:
+    for k, v in _FORM_NAMES.items():
+        msg = msg.replace(k, v)
+    return msg
+
+
+def upload_digest(files) -> str:
+    """One digest of uploaded (name, bytes) pairs: a change of any file (or of their order) changes it."""
+    h = hashlib.sha256()
+    for name, data in files:
+        h.update(name.encode("utf-8", "replace") + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()
+
+
+def _safe_name(name: str) -> str:
+    n = re.sub(r"[^\w.+\- ]", "_", Path(str(name)).name).strip()
+    return n if n.strip(".") else "upload.json"
+
+
+def read_uploads(files) -> tuple[list, dict[str, str]]:
+    """The runs (``engine.calibration.ToolRun``) of uploaded tool result files, and per refused file why.
+
+    ``files``: (name, bytes) pairs.  Each file goes through ``engine.calibration.read_tool_file`` (the format
+    is recognised from the file's own keys); a run's ``source`` is the upload's file name ("name#k" for the
+    k-th run of a file holding several).  Refused: a file above ``runner.MAX_UPLOAD_MB``, not UTF-8, not
+    JSON, of an unknown format (the readers' message, listing the formats understood), or malformed (the
+    readers' message, naming the key)."""
+    runs: list = []
+    errors: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="lora-whatif-upload-") as tmp:
+        for name, data in files:
+            fname = _safe_name(name)
+            if fname in errors or any(r.source.split("#")[0] == fname for r in runs):
+                errors[f"{fname} (again)"] = f"{fname}: given twice; give each file once"
+                continue
+            if len(data) > runner.MAX_UPLOAD_MB * 1024 * 1024:
+                errors[fname] = (f"{fname}: file is {len(data) / 2**20:.1f} MB; allowed: at most "
+                                 f"{runner.MAX_UPLOAD_MB} MB")
+                continue
+            try:
+                text = data.decode("utf-8-sig")
+            except UnicodeDecodeError:
+                errors[fname] = f"{fname}: not UTF-8 text; expected a JSON result file: {C.formats_understood()}"
+                continue
+            path = Path(tmp) / fname
+            path.write_text(text, encoding="utf-8")
+            try:
+                got = C.read_tool_file(path)
+            except ValueError as e:
+                msg = str(e).replace(str(path), fname)
+                if "not valid JSON" in msg:
+                    msg += f"; expected a JSON result file: {C.formats_understood()}"
+                if "unknown format" in msg:
+                    msg += " (a measurement table goes into the Measurement table tab)"
+                errors[fname] = msg
+                continue
+            except Exception as e:  # a reader's bug must not become a traceback on the page
+                errors[fname] = f"{fname}: could not be read ({type(e).__name__}: {str(e).replace(str(path), fname)})"
+                continue
+            for r in got:
+                r.source = r.source.replace(str(path), fname)
+                r.notes = [n.replace(str(path), fname) for n in r.notes]
+            runs.extend(got)
+    return runs, errors
+
+
+def traffic_text(r) -> str:
+    """A run's traffic in words, as ``python -m engine calibrate`` prints it."""
+    if r.arrival == "closed":
+        return f"closed loop of {r.concurrency}"
+    if r.arrival == "burst":
+        return f"{r.num_requests} requests at t = 0 (rate inf)"
+    kind = {"poisson": "Poisson", "constant": "constant gaps",
+            "gamma": f"Gamma, burstiness {r.burstiness:g} (CV {1 / math.sqrt(r.burstiness):.3g})"}.get(r.arrival, r.arrival)
+    return f"{r.rate_rps:g} req/s {kind}, {r.num_requests} requests"
+
+
+def describe_run(r) -> str:
+    """The per-run line ``python -m engine calibrate`` prints (its notes indented below)."""
+    lens = "per-request lengths" if r.detailed else "fixed lengths"
+    return (f"{r.source}: {r.tool} ({r.version or 'version not stated'}): {traffic_text(r)}; {r.mean_in:.1f} / "
+            f"{r.mean_out:.1f} tokens mean ({lens}); duration {r.duration_s:.4g} s; metrics "
+            f"{', '.join(sorted(r.measured))}" + "".join(f"\n    note: {n}" for n in r.notes))
+
+
+def run_table(runs) -> pd.DataFrame:
+    """One row per run: what its file says (tool, version, traffic, lengths, duration, metrics read)."""
+    rows = []
+    for r in runs:
+        open_loop = r.arrival not in ("closed", "burst")
+        rows.append({
+            "run": r.source, "tool": r.tool, "version": r.version or "not stated", "traffic": traffic_text(r),
+            "rate_rps": r.rate_rps if r.arrival != "closed" else math.nan,
+            "burstiness": r.burstiness if open_loop else math.nan,
+            "concurrency": r.concurrency if r.arrival == "closed" else (r.cap or None),
+            "requests": int(r.num_requests), "failed": int(r.failed), "mean_in": r.mean_in, "mean_out": r.mean_out,
+            "lengths": "per request" if r.detailed else "means only", "duration_s": r.duration_s,
+            "ttfts": "per request" if r.ttfts_ms is not None else "summary only", "model_id": r.model_id,
+            "metrics": ", ".join(sorted(r.measured)), "notes": "; ".join(r.notes)})
+    return pd.DataFrame(rows)
+
+
+def popularity_of(sc: Scenario) -> tuple[str, float]:
+    """A scenario's adapter popularity as the form's (kind, value): power with alpha 1 is uniform."""
+    if sc.popularity == "power":
+        return ("uniform", 1.0) if sc.power_alpha == 1 else ("power", float(sc.power_alpha))
+    return "zipf", float(sc.zipf_s)
+
+
+def popularity_spec(kind: str, value: float) -> str:
+    """The engine's popularity spelling ("uniform", "zipf:S", "power:A"; ``server_scenario``)."""
+    return "uniform" if kind == "uniform" else f"{kind}:{float(value):g}"
+
+
+def base_rank(sc: Scenario) -> int:
+    return int(max(sc.adapter_ranks)) if sc.adapter_ranks else int(sc.adapter_rank)
+
+
+def prefill(runs, base: Scenario) -> tuple[dict, list[str]]:
+    """The server form's starting values: the base scenario's, the model from the files' ``model_id`` when
+    it names one preset model, popularity uniform for ``vllm bench serve`` files (as the engine assumes).
+    Returns the values (form field -> value) and one note per prefilled value that the files gave."""
+    notes = []
+    ids = sorted({r.model_id for r in runs if r.model_id})
+    found = {C.match_model(i) for i in ids} - {None}
+    model = base.model
+    if len(found) == 1:
+        model = found.pop()
+        notes.append(f"model **{model}** from the files' model_id {', '.join(f'`{i}`' for i in ids)}")
+    elif ids:
+        notes.append(f"model_id {', '.join(f'`{i}`' for i in ids)} names no single preset model: the model is the "
+                     f"base scenario's ({base.model}); state it below")
+    kind, value = popularity_of(base)
+    if any(r.tool == "vllm-bench-serve" for r in runs):
+        kind, value = "uniform", 1.0
+        notes.append("adapter popularity **uniform**: `vllm bench serve` picks its `--lora-modules` uniformly")
+    values = {"gpu": base.gpu, "model": model, "max_loras": int(base.max_loras),
+              "max_cpu_loras": int(base.max_cpu_loras), "max_lora_rank": base_rank(base),
+              "num_adapters": int(base.num_adapters), "popularity": kind, "popularity_value": value,
+              "params": list(C.DEFAULT_PARAMS), "metrics": [], "hold_out": "none", "fields": ""}
+    return values, notes
+
+
+def hold_out_options(runs) -> list[str]:
+    """The hold-out choices that apply to ``runs``: none, highest-rate (an open loop at a finite rate),
+    highest-concurrency (a closed loop), last, and each file when there are several."""
+    if len(runs) < 2:
+        return ["none"]
+    opts = ["none"]
+    if any(r.arrival not in ("closed", "burst") and math.isfinite(r.rate_rps) for r in runs):
+        opts.append("highest-rate")
+    if any(r.arrival == "closed" for r in runs):
+        opts.append("highest-concurrency")
+    opts.append("last")
+    files = list(dict.fromkeys(r.source.split("#")[0] for r in runs))
+    if len(files) > 1:
+        opts.extend(files)
+    return opts
+
+
+def parse_fields(text: str) -> dict[str, str]:
+    """"FIELD=VALUE" pairs (comma- or newline-separated) for any Scenario field (``--set``); the engine
+    checks the names and values."""
+    out = {}
+    for part in re.split(r"[,\n]", text or ""):
+        part = part.strip()
+        if not part:
+            continue
+        k, sep, v = part.partition("=")
+        if not sep or not k.strip() or not v.strip():
+            raise ValueError(f"other scenario fields: {part!r}: expected FIELD=VALUE (e.g. max_batched_tokens=16384)")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def server_settings(form: dict, base: Scenario) -> dict:
+    """The form's values as ``engine.calibration.server_scenario`` keywords (None: the base scenario's).
+    The rank is stated only when it differs from the base's (stating it also sets vLLM's adapter budget);
+    the popularity always (the engine's default for vllm bench serve files is uniform)."""
+    def changed(key, cur):
+        v = form[key]
+        return None if v == cur else v
+    rank = int(form["max_lora_rank"])
+    return dict(gpu=changed("gpu", base.gpu), model=changed("model", base.model),
+                max_loras=changed("max_loras", base.max_loras), max_cpu_loras=changed("max_cpu_loras", base.max_cpu_loras),
+                max_lora_rank=None if rank == base_rank(base) else rank,
+                num_adapters=changed("num_adapters", base.num_adapters),
+                popularity=popularity_spec(form["popularity"], form["popularity_value"]),
+                overrides=parse_fields(form["fields"]))
+
+
+def calibrate_command(names, preset: str | None, settings: dict, params, metrics, hold_out: str, max_nfev: int) -> str:
+    """The same fit with ``python -m engine calibrate`` (the files saved under their names)."""
+    q = shlex.quote
+    parts = ["python -m engine calibrate --data", *map(q, names),
+             f"--preset {q(preset)}" if preset else "--scenario scenario.json"]
+    for opt, key in (("--gpu", "gpu"), ("--model", "model"), ("--max-loras", "max_loras"),
+                     ("--max-cpu-loras", "max_cpu_loras"), ("--max-lora-rank", "max_lora_rank"),
+                     ("--num-adapters", "num_adapters"), ("--popularity", "popularity")):
+        if settings.get(key) is not None:
+            parts.append(f"{opt} {q(str(settings[key]))}")
+    parts += [f"--set {q(f'{k}={v}')}" for k, v in (settings.get("overrides") or {}).items()]
+    if list(params) != list(C.DEFAULT_PARAMS):
+        parts.append(f"--params {','.join(params)}")
+    if metrics:
+        parts.append(f"--metrics {','.join(metrics)}")
+    if hold_out and hold_out != "none":
+        parts.append(f"--hold-out {q(hold_out)}")
+    parts += [f"--max-nfev {max_nfev}", "--out fitted.json"]
+    return " ".join(parts)
+
+
+def tool_work_cap_text() -> str:
+    return (f"Work cap: at most {MAX_FIT_ROWS} runs and {FIT_MAX_REQUESTS_PER_ROW:,} requests per run (each run is "
+            f"replayed whole, as the file states it); at most {MAX_FIT_SIMULATIONS:,} simulations per fit (training "
+            "runs x evaluations, finite-difference ones included, plus one per held-out run and per run with "
+            f"per-request TTFTs), so the optimiser gets at most {FIT_MAX_NFEV} iterations.")
+
+
+def fit_tool_upload(runs, base: Scenario, settings: dict, params, metrics=None, hold_out: str = "none",
+                    preset: str | None = None, base_label: str | None = None, names=(), progress=None) -> dict:
+    """Fit ``params`` to tool runs (``read_uploads``) under the work cap: ``engine.calibration``
+    ``server_scenario`` (the server the user states), ``choose_hold_out``, ``fit_tool_runs``, ``provenance``.
+
+    Returns a plain dict (kept in session state): values, start, bounds, the per-run table, the summary
+    per split and metric, TTFT distributions, parameters at a bound, errors above 25 %, notes, the fitted
+    scenario.json, the provenance, the same command line.  ``progress(fraction, text)`` is called per
+    evaluation.  Raises ValueError naming the setting, the run or the cap.
+    """
+    params = list(params)
+    metrics = list(metrics or [])
+    names = list(names) or sorted({r.source.split("#")[0] for r in runs})
+    if not params:
+        raise ValueError("parameters: choose at least one parameter to fit")
+    if not runs:
+        raise ValueError("no run to fit (every file was refused)")
+    if len(runs) > MAX_FIT_ROWS:
+        raise ValueError(f"{len(runs)} runs; allowed: at most {MAX_FIT_ROWS} per fit (work cap)")
+    big = [r for r in runs if r.num_requests > FIT_MAX_REQUESTS_PER_ROW]
+    if big:
+        raise ValueError(f"{big[0].source}: {big[0].num_requests:,} requests; allowed: at most "
+                         f"{FIT_MAX_REQUESTS_PER_ROW:,} per run (work cap; a run is replayed whole)")
+    server, server_notes = C.server_scenario(base, runs, **settings)
+    held = C.choose_hold_out(runs, hold_out)
+    n_train = len(runs) - sum(held)
+    extra = sum(held) + sum(r.ttfts_ms is not None for r in runs)
+    nfev = min(FIT_MAX_NFEV, (MAX_FIT_SIMULATIONS - extra) // max(1, n_train * (len(params) + 1)))
+    if nfev < 2:
+        raise ValueError(f"work cap: {n_train} training runs x ({len(params)} parameters + 1) leaves fewer than 2 "
+                         f"evaluations within {MAX_FIT_SIMULATIONS:,} simulations (MAX_FIT_SIMULATIONS); fit fewer "
+                         "parameters, hold out more runs or give fewer files")
+    total = nfev * (len(params) + 1) + 1
+    done = [0]
+
+    def log(_msg: str) -> None:
+        done[0] += 1
+        if progress:
+            progress(min(1.0, done[0] / total), f"Evaluation {done[0]} (at most {total}) of {n_train} run(s)...")
+
+    tf = C.fit_tool_runs(runs, server, params=params, metrics=metrics or None, hold_out=hold_out, max_nfev=nfev,
+                         log=log)
+    res = tf.result
+    command = calibrate_command(names, preset, settings, params, metrics, hold_out, nfev)
+    return {
+        "kind": "tool", "name": ", ".join(names), "names": names, "preset": preset,
+        "base_label": base_label or preset or "custom", "params": params, "metrics": metrics, "hold_out": hold_out,
+        "values": dict(res.values), "start": dict(res.start), "bounds": {p: C.FIT_BOUNDS[p] for p in params},
+        "table": tf.table, "summary": tf.summary(), "distributions": tf.distributions,
+        "at_bounds": list(tf.at_bounds), "large_errors": list(tf.large_errors),
+        "traffic_note": tf.notes[0] if tf.notes else "", "notes": list(tf.notes[1:]), "server_notes": server_notes,
+        "server": server_text(server), "scenario_json": tf.scenario.to_json(),
+        "provenance": C.provenance(tf, names, params, command), "command": command,
+        "runs": len(runs), "n_train": n_train, "held_out": [r.source for r, h in zip(runs, held) if h],
+        "evaluations": res.nfev, "simulations": res.nfev * n_train + extra, "max_nfev": nfev,
+        "wall_s": res.wall_s, "status": res.status,
+        "fitted_metrics": list(dict.fromkeys(tf.table.loc[tf.table["fitted"].astype(bool), "metric"])),
+    }
+
+
+def server_text(sc: Scenario) -> str:
+    """The server line ``python -m engine calibrate`` prints."""
+    pop = popularity_spec(*popularity_of(sc))
+    return (f"{sc.gpu} / {sc.model}, strategy {sc.strategy}, max_loras {sc.max_loras}, max_cpu_loras "
+            f"{sc.max_cpu_loras}, {sc.num_adapters} adapters (rank {base_rank(sc)}), popularity {pop}")
+
+
+def tool_summary(fit: dict) -> pd.DataFrame:
+    """Errors per split and metric, with whether the metric was fitted and whether its worst error is above
+    the flag (``engine.calibration.ERROR_FLAG``, 25 %)."""
+    s = fit["summary"].copy()
+    s["fitted"] = s["metric"].isin(fit["fitted_metrics"]).to_numpy()
+    s["above_flag"] = (s["worst_ape"] > C.ERROR_FLAG).to_numpy()
+    order = {sp: i for i, sp in enumerate(_SPLITS)}
+    s = s.assign(_s=s["split"].map(order).fillna(len(_SPLITS)))
+    return s.sort_values("_s", kind="stable").drop(columns="_s").reset_index(drop=True)
+
+
 # ================================================================ Streamlit part
 def _show(chart) -> None:
     st.altair_chart(charts.unvalidated(chart), width="stretch")
@@ -549,10 +883,11 @@ def _dataset_section(ds: Dataset, table: pd.DataFrame | None, error: str | None)
 
 
 # ------------------------------------------------------------------ upload and fit
-def _use_fitted() -> None:
-    """Button callback: load the fitted scenario into the shared controls (scenario.json import path)."""
+def _use_fitted(key: str = FIT_KEY) -> None:
+    """Button callback: load the fitted scenario (``ss[key]``: the measurement-table fit, or the tool-file
+    fit) into the shared controls (the scenario.json import path); the button then opens a page."""
     ss = st.session_state
-    fit = ss.get(FIT_KEY)
+    fit = ss.get(key)
     if not fit:
         return
     sc = Scenario.from_json(fit["scenario_json"])
@@ -582,7 +917,8 @@ def _fit_form(state) -> None:
         "describing the run (e.g. `arrival_rate_rps` for the request rate, `prompt_tokens`, `output_tokens`, "
         "`num_adapters`, `max_loras`).  Each row is simulated as the base scenario with its fields applied; "
         "other columns are ignored.  The same fit on the command line: "
-        f"`{CALIBRATE_CMD}`.")
+        f"`{CALIBRATE_CMD}`.  (The result files `vllm bench serve`, GuideLLM and AIPerf write, as they write "
+        "them, go into the Tool result files tab: their traffic is replayed run by run.)")
     options = [*presets.SCENARIOS, SIDEBAR_BASE]
     with st.form("fit_form"):
         up = st.file_uploader("Benchmark results (CSV, JSON or JSONL)", type=["csv", "json", "jsonl"],
@@ -696,6 +1032,325 @@ def _fit_result(fit: dict) -> None:
                                                       value_format=_metric_format(m), height=320, legend=False))
 
 
+# ------------------------------------------------------------------ benchmark tools' result files
+_RUNS_CONFIG = {
+    "run": st.column_config.TextColumn("Run", help="The file (file#k: its k-th run)."),
+    "tool": st.column_config.TextColumn("Tool"),
+    "version": st.column_config.TextColumn("Version", help="The tool / schema version the file states."),
+    "traffic": st.column_config.TextColumn("Traffic", width="medium"),
+    "rate_rps": st.column_config.NumberColumn("Rate (req/s)", format="%.4g",
+                                              help="Offered request rate (inf: every request at t = 0)."),
+    "burstiness": st.column_config.NumberColumn("Burstiness", format="%.3g",
+                                                help="Gamma shape of the inter-arrival gaps (1 = Poisson)."),
+    "concurrency": st.column_config.NumberColumn("Concurrency", format="%d",
+                                                 help="Closed loop: clients.  Open loop: the tool's cap on "
+                                                      "requests in flight (not modelled)."),
+    "requests": st.column_config.NumberColumn("Requests", format="%d"),
+    "failed": st.column_config.NumberColumn("Failed", format="%d"),
+    "mean_in": st.column_config.NumberColumn("Mean prompt (tok)", format="%.1f"),
+    "mean_out": st.column_config.NumberColumn("Mean output (tok)", format="%.1f"),
+    "lengths": st.column_config.TextColumn("Lengths"),
+    "duration_s": st.column_config.NumberColumn("Duration (s)", format="%.4g"),
+    "ttfts": st.column_config.TextColumn("TTFTs"),
+    "model_id": st.column_config.TextColumn("model_id"),
+    "metrics": st.column_config.TextColumn("Metrics read", width="large"),
+    "notes": st.column_config.TextColumn("Notes", width="medium"),
+}
+
+
+def _tool_key(field: str) -> str:
+    return f"tool_{field}"
+
+
+def _read_cached(files) -> tuple[str, list, dict]:
+    """``read_uploads`` once per set of files (kept in session state, the last set only)."""
+    ss = st.session_state
+    digest = upload_digest(files)
+    got = ss.get(_TOOL_READ)
+    if not got or got[0] != digest:
+        runs, errors = read_uploads(files)
+        got = ss[_TOOL_READ] = (digest, runs, errors)
+    return got
+
+
+def _tool_base(state) -> tuple[str, Scenario | None, str | None]:
+    options = [*presets.SCENARIOS, SIDEBAR_BASE]
+    base = st.selectbox("Base scenario", options, key=_tool_key("base"),
+                        index=options.index(state.preset) if state.preset in options else 0,
+                        help="Where every setting a result file cannot state starts from (GPU, model, adapters, "
+                             "strategy, cost model...): a preset, or the shared scenario set with the sidebar "
+                             "controls of the What-if, Sweeps, Crossover and Plan pages.  Changing it refills the "
+                             "form below.")
+    if base == SIDEBAR_BASE:
+        if state.scenario is None:
+            return base, None, f"The shared scenario cannot be simulated ({state.error}); choose a preset."
+        return base, state.scenario, None
+    return base, Scenario.from_preset(base), None
+
+
+def _tool_section(state) -> None:
+    ss = st.session_state
+    st.markdown(
+        "Fit the simulator's cost model to **the result files your benchmark tool wrote**, as it wrote them: "
+        "`vllm bench serve --save-result` (or `benchmarks/benchmark_serving.py`; with or without "
+        "`--save-detailed`), a GuideLLM report (`benchmarks.json`) or an AIPerf export "
+        "(`profile_export_aiperf.json`).  Each file is recognised from its own keys; its traffic (rate, "
+        "burstiness, concurrency, lengths; the recorded send times and per-request lengths when the file has "
+        "them) is replayed on the server you describe, and the file's metrics are computed the way the tool "
+        "computes them.  Several files (a sweep) can be fitted together, one of them held out to check the "
+        "fit.  The same fit on the command line: `python -m engine calibrate --data FILE [FILE ...] --preset "
+        "NAME ... --out fitted.json`.")
+    ups = st.file_uploader("Benchmark result files (JSON / JSON Lines)", type=["json", "jsonl"],
+                           accept_multiple_files=True, key=_tool_key("upload"), max_upload_size=runner.MAX_UPLOAD_MB,
+                           help=f"One or several result files, at most {runner.MAX_UPLOAD_MB} MB each: "
+                                + C.formats_understood() + ".")
+    if not ups:
+        for k in (TOOL_FIT_KEY, TOOL_FIT_ERROR, _TOOL_PREFILL):
+            ss.pop(k, None)
+        st.caption(tool_work_cap_text())
+        return
+    files = [(f.name, f.getvalue()) for f in ups]
+    digest, runs, errors = _read_cached(files)
+    for msg in errors.values():
+        st.error(msg, icon=":material/error:")
+    fit = ss.get(TOOL_FIT_KEY)
+    if fit and fit.get("digest") != digest:
+        ss.pop(TOOL_FIT_KEY, None)
+        ss.pop(TOOL_FIT_ERROR, None)
+    if not runs:
+        return
+    if errors:
+        st.caption(f"Left out (not read): {', '.join(errors)}.  The fit uses the {len(runs)} run(s) read.")
+
+    n_files = len({r.source.split('#')[0] for r in runs})
+    st.markdown(f"##### What the files say: {len(runs)} run(s) from {n_files} file(s)")
+    st.dataframe(run_table(runs), hide_index=True, width="stretch", key=_tool_key("runs"),
+                 column_config=_RUNS_CONFIG)
+    with st.expander("As `python -m engine calibrate` prints it", icon=":material/terminal:"):
+        st.code("\n".join(describe_run(r) for r in runs), language=None, wrap_lines=True)
+
+    st.markdown("##### What the files cannot say: the server")
+    base, base_sc, why = _tool_base(state)
+    if why:
+        st.error(why, icon=":material/error:")
+        ss.pop(_TOOL_PREFILL, None)
+        return
+    values, notes = prefill(runs, base_sc)
+    sig = (digest, base, base_sc.to_json())
+    if ss.get(_TOOL_PREFILL) != sig or any(_tool_key(k) not in ss for k in values):
+        for k, v in values.items():
+            ss[_tool_key(k)] = v
+        ss[_TOOL_PREFILL] = sig
+    if notes:
+        st.caption("Prefilled from the files: " + "; ".join(notes) + ".  Everything else comes from the base "
+                   "scenario.")
+    submitted, form = _tool_form(runs, base_sc)
+    if submitted:
+        ss.pop(TOOL_FIT_KEY, None)
+        ss.pop(TOOL_FIT_ERROR, None)
+        _run_tool_fit(runs, digest, base, base_sc, form)
+    if ss.get(TOOL_FIT_ERROR):
+        st.error(ss[TOOL_FIT_ERROR], icon=":material/error:")
+    fit = ss.get(TOOL_FIT_KEY)
+    if fit:
+        _tool_result(fit)
+
+
+def _metric_options(runs, base_sc: Scenario) -> list[str]:
+    """Metrics every run has that the replay can compute (those of its Cases), the default ones first."""
+    try:
+        sets = [set(c.measured) for c in C.tool_cases(runs, base_sc)]
+    except ValueError:  # the base cannot replay the runs (the fit will say why): the files' keys
+        sets = [set(r.measured) for r in runs]
+    common = set.intersection(*sets) if sets else set()
+    return [m for m in C.DEFAULT_FIT_METRICS if m in common] + sorted(common - set(C.DEFAULT_FIT_METRICS))
+
+
+def _tool_form(runs, base_sc: Scenario) -> tuple[bool, dict]:
+    ss = st.session_state
+    k = _tool_key
+    gpus = list(presets.GPUS) + ([ss[k("gpu")]] if ss[k("gpu")] not in presets.GPUS else [])
+    models = list(presets.MODELS) + ([ss[k("model")]] if ss[k("model")] not in presets.MODELS else [])
+    holds = hold_out_options(runs)
+    if ss.get(k("hold_out")) not in holds:
+        ss[k("hold_out")] = "none"
+    metric_opts = _metric_options(runs, base_sc)
+    ss[k("metrics")] = [m for m in ss.get(k("metrics"), []) if m in metric_opts]
+    with st.form("tool_form"):
+        c1, c2, c3, c4 = st.columns(4)
+        c1.selectbox("GPU", gpus, key=k("gpu"), help="The GPU the server ran on (engine.presets GPUs).")
+        c2.selectbox("Model", models, key=k("model"),
+                     help="The served base model; prefilled from the file's model_id when it names a preset "
+                          "model's Hugging Face repo.")
+        c3.number_input("--max-loras", min_value=0, max_value=4096, step=1, key=k("max_loras"),
+                        help="vLLM --max-loras: adapters resident on the GPU at once (0: limited by memory only).")
+        c4.number_input("--max-cpu-loras", min_value=0, max_value=1 << 20, step=1, key=k("max_cpu_loras"),
+                        help="vLLM --max-cpu-loras: the host adapter cache (0: unlimited).")
+        c1, c2, c3, c4 = st.columns(4)
+        c1.number_input("--max-lora-rank", min_value=1, max_value=1024, step=1, key=k("max_lora_rank"),
+                        help="vLLM --max-lora-rank: every adapter at this rank; with --max-loras it also sets "
+                             "the adapter budget vLLM reserves (when it differs from the base scenario's rank).")
+        c2.number_input("Adapters", min_value=1, max_value=100_000, step=1, key=k("num_adapters"),
+                        help="Adapters the requests chose from (the --lora-modules given to the benchmark).")
+        c3.selectbox("Adapter popularity", POPULARITY_KINDS, key=k("popularity"),
+                     help="How requests chose their adapter: uniform (vllm bench serve picks its --lora-modules "
+                          "uniformly), Zipf with exponent S, or power with exponent A.")
+        c4.number_input("Popularity exponent (S or A)", min_value=0.0, max_value=10.0, step=0.1, format="%.3g",
+                        key=k("popularity_value"), help="Zipf S (>= 0) or power A (> 0); unused when uniform.")
+        c1, c2, c3 = st.columns(3)
+        c1.multiselect("Parameters to fit", list(C.FIT_BOUNDS), key=k("params"), help=_param_help())
+        c2.multiselect("Metrics to fit", metric_opts, key=k("metrics"),
+                       placeholder=", ".join(C.DEFAULT_FIT_METRICS) + " (default)",
+                       help="Relative errors of these metrics are minimised; every metric the replay can compute "
+                            "is reported.")
+        if len(holds) > 1:
+            c3.selectbox("Hold-out (not fitted, only evaluated)", holds, key=k("hold_out"),
+                         format_func=lambda h: HOLD_OUT_LABELS.get(h, f"The file {h}"),
+                         help="Runs left out of the fit and evaluated at the fitted values: a check on runs the "
+                              "fit did not see.  At least one run must remain to fit.")
+        else:
+            c3.caption("Hold-out: one run, nothing to hold out (give several files to check the fit on one).")
+        st.text_input("Other scenario fields (FIELD=VALUE, comma-separated)", key=k("fields"),
+                      placeholder="e.g. max_batched_tokens=16384, kv_memory_mode=on_demand",
+                      help="Any Scenario field the server differs in from the base (python -m engine calibrate "
+                           "--set FIELD=VALUE).")
+        st.caption(tool_work_cap_text())
+        submitted = st.form_submit_button("Run the fit", type="primary", icon=":material/tune:", key=k("submit"))
+    form = {f: ss[k(f)] for f in ("gpu", "model", "max_loras", "max_cpu_loras", "max_lora_rank", "num_adapters",
+                                  "popularity", "popularity_value", "params", "metrics", "hold_out", "fields")}
+    if len(holds) < 2:
+        form["hold_out"] = "none"
+    return submitted, form
+
+
+def _run_tool_fit(runs, digest: str, base: str, base_sc: Scenario, form: dict) -> None:
+    ss = st.session_state
+    preset = None if base == SIDEBAR_BASE else base
+    names = list(dict.fromkeys(r.source.split("#")[0] for r in runs))
+    bar = st.progress(0.0, text="Replaying the runs...")
+    try:
+        settings = server_settings(form, base_sc)
+        with st.spinner(f"Fitting {', '.join(form['params']) or 'nothing'} to {len(runs)} run(s)..."):
+            fit = fit_tool_upload(runs, base_sc, settings, form["params"], form["metrics"], form["hold_out"], preset,
+                                  "shared scenario" if preset is None else preset, names,
+                                  progress=lambda f, t: bar.progress(f, text=t))
+        fit["digest"] = digest
+        ss[TOOL_FIT_KEY] = fit
+    except ValueError as e:
+        ss[TOOL_FIT_ERROR] = f"The fit refused these inputs: {_form_words(str(e))}"
+    except Exception as e:  # never a traceback on the page
+        ss[TOOL_FIT_ERROR] = f"The fit failed ({type(e).__name__}: {e})"
+    bar.empty()
+
+
+def _tool_result(fit: dict) -> None:
+    held = fit["held_out"]
+    st.success(f"Fitted {', '.join(fit['params'])} on {fit['n_train']} run(s)"
+               + (f", {len(held)} held out ({', '.join(held)})" if held else "")
+               + f" (base: {fit['base_label']}) in {fit['wall_s']:.1f} s: {fit['evaluations']} evaluations x "
+               f"{fit['n_train']} run(s), {fit['simulations']:,} simulations in all (cap {MAX_FIT_SIMULATIONS:,}; at "
+               f"most {fit['max_nfev']} iterations).  Optimiser: {fit['status']}", icon=":material/check_circle:")
+    st.caption(f"Server: {fit['server']}."
+               + "".join(f"  Note: {n}." for n in fit["server_notes"]))
+    if fit["at_bounds"]:
+        st.warning("The model cannot explain these runs with physical values: " + "; ".join(fit["at_bounds"])
+                   + ".  The data push these parameters past their physical range: the fitted values are not "
+                   "hardware properties and the fit is not trustworthy; check the server settings (GPU, model, "
+                   "--max-loras, ...) and the runs.", icon=":material/report:")
+    cols = st.columns(max(len(fit["params"]), 3))
+    hits = {h.split(" = ")[0] for h in fit["at_bounds"]}
+    for col, p in zip(cols, fit["params"]):
+        v, s0 = fit["values"][p], fit["start"][p]
+        lo, hi = fit["bounds"][p]
+        delta = (f"at its {'lower' if abs(v - lo) <= abs(v - hi) else 'upper'} bound" if p in hits
+                 else f"{v - s0:+.3g} vs start {s0:.4g}")
+        col.metric(p, f"{v:.4g}", delta, delta_color="inverse" if p in hits else "off", delta_arrow="off",
+                   help=f"Fitted value of {p} (started at {s0:.4g}); allowed range {lo:g} to {hi:g}.")
+    if fit["large_errors"]:
+        errs = fit["large_errors"]
+        more = f"; and {len(errs) - 10} more (see the table)" if len(errs) > 10 else ""
+        st.warning(f"Error above {C.ERROR_FLAG:.0%} on {len(errs)} metric(s): " + "; ".join(errs[:10]) + more
+                   + ".  The fitted scenario does not reproduce these runs there.", icon=":material/warning:")
+    for n in fit["notes"]:
+        st.info(n[:1].upper() + n[1:] + ".", icon=":material/info:")
+    if fit["traffic_note"]:
+        st.caption(f"The fitted scenario is the server with the fitted values and the {fit['traffic_note']} (as "
+                   "Scenario fields).")
+
+    st.markdown("##### Errors per metric and split")
+    s = tool_summary(fit)
+    s = _finite(s.assign(metric=s["metric"].map(metric_title)), ["worst_ape", "mape", "median_ape"])
+    st.dataframe(s[["split", "metric", "fitted", "n", "mape", "median_ape", "worst_ape", "above_flag", "worst_case"]],
+                 hide_index=True, width="stretch", key=_tool_key("fit_summary"),
+                 column_config={**_SUMMARY_CONFIG, "fitted": st.column_config.CheckboxColumn("Fitted"),
+                                "above_flag": st.column_config.CheckboxColumn(
+                                    f"Above {C.ERROR_FLAG:.0%}", help="Worst |error| above the flag."),
+                                "worst_case": st.column_config.TextColumn("Worst run")})
+    st.caption("Error = simulated / measured - 1; train: the runs fitted, held-out: the runs only evaluated.  "
+               "MAPE and median over runs with a finite simulated value.")
+    table = fit["table"]
+    fitted = [m for m in fit["fitted_metrics"] if m in set(table["metric"])]
+    if fitted:
+        _scatters(table[table["metric"].isin(fitted)], height=320)
+    with st.expander("Per-run errors", icon=":material/table_rows:"):
+        cols = [c for c in ("split", "case", "metric", "measured", "simulated", "rel_error", "fitted") if c in table]
+        st.dataframe(_finite(table[cols], ["rel_error"]), hide_index=True, width="stretch",
+                     key=_tool_key("fit_rows"),
+                     column_config={"case": st.column_config.TextColumn("Run"),
+                                    "rel_error": st.column_config.NumberColumn("Error (sim / meas - 1)",
+                                                                               format="percent"),
+                                    "fitted": st.column_config.CheckboxColumn("Fitted")})
+    dist = fit["distributions"]
+    if len(dist):
+        st.markdown("##### Per-request TTFT: measured against simulated")
+        cfg = {"case": st.column_config.TextColumn("Run"), "split": st.column_config.TextColumn("Split"),
+               "n_measured": st.column_config.NumberColumn("Measured requests", format="%d"),
+               "n_simulated": st.column_config.NumberColumn("Simulated requests", format="%d"),
+               "ks": st.column_config.NumberColumn("KS distance", format="%.3f",
+                                                   help="Largest gap between the two empirical CDFs (0: identical, "
+                                                        "1: disjoint).")}
+        for c in dist.columns:
+            m = re.match(r"p(\d+)_(measured|simulated)_ms$", c)
+            if m:
+                cfg[c] = st.column_config.NumberColumn(f"p{m.group(1)} {m.group(2)} (ms)", format="%.4g")
+        order = [c for c in ("case", "split", "n_measured", "n_simulated", "ks") if c in dist]
+        st.dataframe(_finite(dist[order + [c for c in dist.columns if c not in order]], ["ks"]), hide_index=True,
+                     width="stretch", key=_tool_key("fit_ttft"), column_config=cfg)
+        st.caption("Runs whose files list per-request TTFTs (vllm bench serve --save-detailed, GuideLLM): the "
+                   "measured distribution against the simulated one at the fitted values.")
+
+    st.markdown("##### Use it")
+    sc = Scenario.from_json(fit["scenario_json"])
+    b = st.columns(5)
+    if b[0].button("Open on What-if", type="primary", key=_tool_key("open_whatif"), icon=":material/arrow_forward:",
+                   width="stretch", on_click=_use_fitted, args=(TOOL_FIT_KEY,),
+                   help="Loads the fitted scenario into the scenario controls and opens the What-if page."):
+        st.switch_page(st.Page(page_whatif.render, url_path=WHATIF_PAGE), query_params={})
+    if b[1].button("Open on Plan", key=_tool_key("open_plan"), icon=":material/target:", width="stretch",
+                   on_click=_use_fitted, args=(TOOL_FIT_KEY,),
+                   help="Loads the fitted scenario into the scenario controls and opens the Plan page: which GPU, "
+                        "--max-loras and policy serve this traffic with the fitted cost model."):
+        st.switch_page(st.Page(page_plan.render, url_path=PLAN_PAGE), query_params={})
+    b[2].download_button("fitted.json", data=exports.scenario_json(sc), file_name="fitted.json",
+                         mime="application/json", key=_tool_key("dl_fitted"), icon=":material/download:",
+                         width="stretch", help="The fitted scenario: `python -m engine run --scenario fitted.json`, "
+                                               "or restore it on the What-if page.")
+    b[3].download_button("Provenance JSON", data=(json.dumps(fit["provenance"], indent=2, default=str) + "\n").encode(),
+                         file_name="fitted_provenance.json", mime="application/json", key=_tool_key("dl_provenance"),
+                         icon=":material/download:", width="stretch",
+                         help="What the fitted scenario comes from: files, tools, date, split, errors, diagnostics "
+                              "(as python -m engine calibrate writes it).")
+    b[4].download_button("Errors CSV", data=table.to_csv(index=False).encode(), file_name="fitted_errors.csv",
+                         mime="text/csv", key=_tool_key("dl_errors"), icon=":material/download:", width="stretch")
+    prov = fit["provenance"]
+    with st.expander("Provenance", icon=":material/history_edu:"):
+        st.markdown(f"Fitted on **{prov['created']}** from {', '.join(f'`{f}`' for f in prov['files'])} "
+                    f"({', '.join(sorted({r['tool'] for r in prov['runs']}))}); the same fit on the command line "
+                    "(the files saved under these names):")
+        st.code(fit["command"], language="bash", wrap_lines=True)
+        st.json(json.loads(json.dumps(prov, default=str)), expanded=1)
+
+
 # ------------------------------------------------------------------ page
 def render() -> None:
     state = controls.current()
@@ -723,4 +1378,8 @@ def render() -> None:
         with tab:
             _dataset_section(ds, raw[ds.key], errors.get(ds.key))
     with tabs[-1]:
-        _fit_form(state)
+        t_tools, t_table = st.tabs(["Tool result files", "Measurement table"])
+        with t_tools:
+            _tool_section(state)
+        with t_table:
+            _fit_form(state)

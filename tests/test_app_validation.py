@@ -1,14 +1,22 @@
 """The Validation page under AppTest: it renders the reference datasets (scatters, curves, error
 tables, targets consistent with docs/validation.md) or says how to generate them; a malformed
 benchmark upload shows the engine's error naming the column; a small engine-generated upload fits,
-offers the fitted scenario.json, and "Use on the What-if page" loads it into the sidebar controls."""
+offers the fitted scenario.json, and "Use on the What-if page" loads it into the sidebar controls.
+Benchmark tools' result files (tests/fixtures/tools): an upload shows each run's traffic and prefills the
+server form; an unknown or malformed file is an error naming it; a small fit shows the errors per split,
+the TTFT distributions, the bound and 25 % flags, the provenance and the same command line (which fits the
+same values); "Open on What-if" / "Open on Plan" land there with the fitted scenario."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import goto
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
@@ -224,3 +232,245 @@ def test_load_levels_group_per_adapter_rates():
     assert levels[0.0625] == levels[0.0586] == "0.059-0.062 req/s per adapter"
     assert levels[1.0] == levels[0.9333] == "0.93-1 req/s per adapter"
     assert P.load_levels([2.0]) == {2.0: "2 req/s per adapter"} and P.load_levels([]) == {}
+
+
+# ------------------------------------------------------- benchmark tools' result files
+TOOLS = ROOT / "tests" / "fixtures" / "tools"
+BASIC = "vllm_bench_serve_basic.json"       # 4 req/s Gamma (burstiness 0.5), 16 requests, Llama-3.1-8B-Instruct
+DETAILED = "vllm_bench_serve_detailed.json"  # 2 req/s Poisson, per-request arrays (TTFTs)
+CLOSED = "vllm_bench_serve_concurrency.json"  # rate inf, max_concurrency 8: a closed loop, Qwen2.5-7B-Instruct
+
+
+def tool_file(name: str) -> tuple[str, bytes, str]:
+    return name, (TOOLS / name).read_bytes(), "application/json"
+
+
+def tools_page(*files) -> AppTest:
+    """The Validation page (``goto``) with ``files`` (names under tests/fixtures/tools, or (name, bytes, mime)
+    tuples) uploaded to the tool-file section."""
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    ok(at.run())
+    goto(at, PAGE)
+    ok(at.run())
+    if files:
+        at.file_uploader(key="tool_upload").set_value([f if isinstance(f, tuple) else tool_file(f) for f in files])
+        ok(at.run())
+    return at
+
+
+def tool_fit(at: AppTest, **form) -> AppTest:
+    """Set the server form's fields (widget key tool_<field>) and run the fit."""
+    for k, v in form.items():
+        w = at.multiselect(key=f"tool_{k}") if k in ("params", "metrics") else (
+            at.selectbox(key=f"tool_{k}") if k in ("gpu", "model", "popularity", "hold_out", "base") else
+            at.text_input(key=f"tool_{k}") if k == "fields" else at.number_input(key=f"tool_{k}"))
+        w.set_value(v)
+    at.button(key="tool_submit").click()
+    return ok(at.run())
+
+
+def test_tool_file_shows_its_traffic_and_prefills_the_form():
+    at = tools_page(BASIC)
+    assert not at.error
+    (runs,) = frames(at, "run", "traffic", "rate_rps")
+    r = runs.iloc[0]
+    assert len(runs) == 1 and r["run"] == BASIC and r["tool"] == "vllm-bench-serve"
+    assert r["rate_rps"] == 4.0 and r["burstiness"] == 0.5 and r["requests"] == 16 and r["failed"] == 0
+    assert r["mean_in"] == 512.0 and r["mean_out"] == 128.0 and r["lengths"] == "means only"
+    assert r["traffic"] == "4 req/s Gamma, burstiness 0.5 (CV 1.41), 16 requests"
+    assert {"request_throughput", "mean_ttft_ms", "p99_tpot_ms"} <= set(r["metrics"].split(", "))
+    # the line python -m engine calibrate prints for it
+    (line,) = [c.value for c in at.code if c.value.startswith(BASIC)]
+    assert "vllm-bench-serve (vllm bench serve): 4 req/s Gamma, burstiness 0.5" in line and "512.0 / 128.0" in line
+    # the form: model from model_id (meta-llama/Llama-3.1-8B-Instruct), uniform popularity, the rest the base's
+    base = Scenario.from_preset("default")
+    assert at.selectbox(key="tool_base").value == "default"
+    assert at.selectbox(key="tool_model").value == "llama-3.1-8b" != base.model
+    assert at.selectbox(key="tool_popularity").value == "uniform"
+    assert at.selectbox(key="tool_gpu").value == base.gpu
+    assert at.number_input(key="tool_max_loras").value == base.max_loras
+    assert at.number_input(key="tool_max_lora_rank").value == base.adapter_rank
+    assert at.multiselect(key="tool_params").value == ["compute_eff", "bw_eff", "step_overhead_ms"]
+    assert any("meta-llama/Llama-3.1-8B-Instruct" in c.value for c in at.caption)
+    with pytest.raises(KeyError):  # one run: nothing to hold out
+        at.selectbox(key="tool_hold_out")
+
+
+def test_several_files_offer_a_hold_out_and_a_closed_loop_reads_as_one():
+    at = tools_page(BASIC, CLOSED)
+    (runs,) = frames(at, "run", "traffic", "rate_rps")
+    closed = runs[runs["run"] == CLOSED].iloc[0]
+    assert closed["traffic"] == "closed loop of 8" and closed["concurrency"] == 8 and closed["requests"] == 24
+    hold = at.selectbox(key="tool_hold_out")
+    assert hold.value == "none"
+    assert hold.options == [P.HOLD_OUT_LABELS[h] for h in ("none", "highest-rate", "highest-concurrency", "last")] \
+        + [f"The file {BASIC}", f"The file {CLOSED}"]
+    # two model_ids naming two presets: the model stays the base's, and the page says so
+    assert at.selectbox(key="tool_model").value == Scenario.from_preset("default").model
+    assert any("names no single preset model" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("content, expect", [
+    (b'{"results": [1, 2, 3]}', "unknown format"),
+    (b'{"request_rate": 4', "not valid JSON"),
+    (json.dumps({**json.loads((TOOLS / BASIC).read_text()), "completed": "many"}).encode(), "completed: invalid value"),
+    (b"\xff\xfe\x00bad", "not UTF-8"),
+])
+def test_unknown_or_malformed_tool_file_shows_an_error(content, expect):
+    at = tools_page(("mine.json", content, "application/json"))
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and errors[0].startswith("mine.json") and expect in errors[0], errors
+    if expect != "completed: invalid value":  # the readers' list of the formats understood
+        assert all(k in errors[0] for k in ("vllm bench serve", "GuideLLM", "AIPerf")), errors[0]
+    with pytest.raises(KeyError):  # nothing read: no form
+        at.button(key="tool_submit")
+
+
+def test_a_bad_file_next_to_a_good_one_is_left_out():
+    at = tools_page(BASIC, ("notes.json", b'{"hello": "world"}', "application/json"))
+    assert len(at.error) == 1 and "notes.json" in at.error[0].value
+    (runs,) = frames(at, "run", "traffic")
+    assert list(runs["run"]) == [BASIC]
+    assert any("Left out (not read): notes.json" in c.value for c in at.caption)
+    assert at.button(key="tool_submit")
+
+
+def test_small_fit_shows_errors_per_split_and_the_ttft_distribution(media):
+    at = tool_fit(tools_page(BASIC, DETAILED), params=["compute_eff"], hold_out=DETAILED)
+    assert not at.error
+    (done,) = [s.value for s in at.success]
+    assert "Fitted compute_eff on 1 run(s), 1 held out (vllm_bench_serve_detailed.json)" in done
+    fit = at.session_state[P.TOOL_FIT_KEY]
+    assert fit["simulations"] <= P.MAX_FIT_SIMULATIONS and fit["held_out"] == [DETAILED]
+    (summary,) = frames(at, "split", "metric", "mape", "above_flag")
+    assert set(summary["split"]) == {"train", "held-out"} and list(summary["split"]).index("held-out") > 0
+    assert summary.loc[summary["fitted"], "metric"].tolist()[:3] == ["Request throughput (req/s)", "Mean TTFT (ms)",
+                                                                     "Mean TPOT (ms)"]
+    assert (summary["above_flag"] == (summary["worst_ape"] > 0.25)).all()
+    # errors above 25 % are flagged next to the fitted values, as the engine lists them
+    assert fit["large_errors"] and any(w.value.startswith("Error above 25% on") for w in at.warning)
+    tile = next(m for m in at.metric if m.label == "compute_eff")
+    assert float(tile.value) == pytest.approx(fit["values"]["compute_eff"], rel=1e-3)
+    (ttft,) = frames(at, "case", "ks", "p50_measured_ms")
+    assert list(ttft["case"]) == [DETAILED] and list(ttft["split"]) == ["held-out"] and 0 <= ttft["ks"][0] <= 1
+    # one training run and one fitted parameter on three metrics: over-determined, no note
+    assert not any("not over-determined" in i.value for i in at.info)
+    # downloads: fitted.json (the server with the fitted value and the training run's traffic) and provenance
+    sc = Scenario.from_json(media[at.download_button(key="tool_dl_fitted").proto.url].decode()).validate()
+    assert sc.compute_eff == pytest.approx(fit["values"]["compute_eff"])
+    assert (sc.model, sc.arrival_process, sc.arrival_rate_rps, sc.prompt_tokens) == ("llama-3.1-8b", "gamma", 4.0, 512)
+    prov = json.loads(media[at.download_button(key="tool_dl_provenance").proto.url])
+    assert prov["files"] == sorted([BASIC, DETAILED]) and prov["created"] and prov["params"] == ["compute_eff"]
+    assert {e["split"] for e in prov["errors"]} == {"train", "held-out"}
+    assert [r["split"] for r in prov["runs"]] == ["train", "held-out"]
+    assert fit["command"].startswith(f"python -m engine calibrate --data {BASIC} {DETAILED} --preset default")
+
+
+def test_few_measured_values_note_under_determination():
+    at = tool_fit(tools_page(BASIC), metrics=["request_throughput"], params=["compute_eff", "step_overhead_ms"])
+    assert any("not over-determined" in i.value for i in at.info), [i.value for i in at.info]
+
+
+def test_fit_forced_to_a_bound_is_flagged():
+    # a 0.5B model on a B200 cannot be as slow as this Llama-3.1-8B run by memory bandwidth alone
+    at = tool_fit(tools_page(BASIC), gpu="b200", model="qwen2-0.5b", params=["bw_eff"])
+    assert not at.error
+    warn = [w.value for w in at.warning if w.value.startswith("The model cannot explain these runs")]
+    assert len(warn) == 1 and "bw_eff = 0.05 (at its lower bound 0.05)" in warn[0], [w.value for w in at.warning]
+    tile = next(m for m in at.metric if m.label == "bw_eff")
+    assert tile.delta == "at its lower bound"
+    assert at.session_state[P.TOOL_FIT_KEY]["provenance"]["at_bounds"] == ["bw_eff = 0.05 (at its lower bound 0.05)"]
+
+
+def test_fit_is_bounded_by_the_work_cap(monkeypatch):
+    monkeypatch.setattr(P, "MAX_FIT_ROWS", 1)
+    at = tool_fit(tools_page(BASIC, DETAILED))
+    assert any("2 runs; allowed: at most 1 per fit (work cap)" in e.value for e in at.error), [e.value for e in at.error]
+    monkeypatch.setattr(P, "MAX_FIT_ROWS", 50)
+    monkeypatch.setattr(P, "MAX_FIT_SIMULATIONS", 7)
+    at = tool_fit(at)
+    assert any("work cap" in e.value and "within 7 simulations" in e.value for e in at.error)
+    assert P.TOOL_FIT_KEY not in at.session_state
+
+
+def test_bad_server_settings_name_the_field():
+    at = tool_fit(tools_page(BASIC), fields="max_batched_tokens=400")
+    (err,) = [e.value for e in at.error]
+    assert "max_batched_tokens" in err and err.startswith("The fit refused these inputs")
+    assert "Other scenario fields" in err  # the form's words, not the command line's --set
+
+
+def test_open_on_whatif_lands_there_with_the_fitted_values():
+    at = tool_fit(tools_page(BASIC), gpu="h100-80gb", params=["compute_eff"])
+    fit = at.session_state[P.TOOL_FIT_KEY]
+    at.button(key="tool_open_whatif").click()
+    ok(at.run())
+    assert at.title[0].value == "What-if"
+    assert at.selectbox(key="gpu").value == "h100-80gb" and at.selectbox(key="model").value == "llama-3.1-8b"
+    assert at.slider(key="arrival_rate_rps").value == 4.0  # the file's rate
+    assert at.selectbox(key="arrival_process").value == "gamma"
+    assert at.slider(key="prompt_tokens").value == 512 and at.slider(key="output_tokens").value == 128
+    msgs = [s.value for s in at.success if s.value.startswith("Loaded the scenario fitted to")]
+    assert len(msgs) == 1 and BASIC in msgs[0] and f"compute_eff={fit['values']['compute_eff']:.4g}" in msgs[0]
+    # the fitted value rides along in the scenario's base (it has no control): the header says so
+    assert any("compute_eff" in c.value for c in at.caption)
+    sc = at.session_state[controls.STATE_KEY].scenario
+    assert sc.compute_eff == pytest.approx(fit["values"]["compute_eff"])
+    assert (sc.popularity, sc.power_alpha) == ("power", 1.0)  # uniform, as vllm bench serve picks adapters
+    assert not at.error
+
+
+def test_open_on_plan_lands_there_with_the_fitted_scenario():
+    at = tool_fit(tools_page(BASIC), params=["compute_eff"])
+    at.button(key="tool_open_plan").click()
+    ok(at.run())
+    assert at.title[0].value == "Plan"
+    assert at.slider(key="arrival_rate_rps").value == 4.0 and at.selectbox(key="model").value == "llama-3.1-8b"
+    assert any("compute_eff" in c.value for c in at.caption)
+
+
+def test_page_helpers_for_tool_files():
+    runs, errors = P.read_uploads([tool_file(BASIC)[:2], tool_file(BASIC)[:2]])
+    assert [r.source for r in runs] == [BASIC] and list(errors.values()) == [f"{BASIC}: given twice; give each file once"]
+    assert P.popularity_spec(*P.popularity_of(Scenario.from_preset("vllm-llama31-8b"))) == "uniform"
+    assert P.popularity_spec(*P.popularity_of(Scenario.from_preset("default"))) == "zipf:1"
+    base = Scenario.from_preset("default")
+    form, _ = P.prefill(runs, base)
+    s = P.server_settings(form, base)
+    assert s["model"] == "llama-3.1-8b" and s["gpu"] is None and s["max_lora_rank"] is None
+    assert s["popularity"] == "uniform" and s["overrides"] == {}
+    with pytest.raises(ValueError, match="expected FIELD=VALUE"):
+        P.parse_fields("max_batched_tokens")
+    assert P.hold_out_options(runs) == ["none"]
+
+
+def test_the_page_fit_is_the_command_line_fit(tmp_path):
+    """The command the page shows, run on the same files, fits the same values."""
+    runs, _ = P.read_uploads([tool_file(BASIC)[:2], tool_file(DETAILED)[:2]])
+    base = Scenario.from_preset("default")
+    form, _ = P.prefill(runs, base)
+    form.update(params=["compute_eff", "step_overhead_ms"], hold_out="last")
+    fit = P.fit_tool_upload(runs, base, P.server_settings(form, base), form["params"], hold_out="last",
+                            preset="default")
+    for name in (BASIC, DETAILED):
+        (tmp_path / name).write_bytes((TOOLS / name).read_bytes())
+    cmd = fit["command"].replace("python -m engine", f"{sys.executable} -m engine", 1)
+    r = subprocess.run(cmd, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    cli = Scenario.from_json((tmp_path / "fitted.json").read_text())
+    page = Scenario.from_json(fit["scenario_json"])
+    assert cli.to_dict() == page.to_dict()
+    prov = json.loads((tmp_path / "fitted_provenance.json").read_text())
+    assert prov["values"] == pytest.approx(fit["values"]) and prov["at_bounds"] == fit["at_bounds"]
+
+
+def test_guidellm_and_aiperf_files_are_read_too():
+    at = tools_page("guidellm_sweep.json", "aiperf_concurrency.json")
+    assert not at.error
+    (runs,) = frames(at, "run", "traffic", "tool")
+    assert list(runs["run"]) == ["guidellm_sweep.json#0", "guidellm_sweep.json#1", "aiperf_concurrency.json"]
+    assert list(runs["tool"]) == ["guidellm", "guidellm", "aiperf"]
+    assert list(runs["traffic"]) == ["closed loop of 1", "2 req/s Poisson, 6 requests", "closed loop of 8"]
+    assert list(runs["version"]) == ["0.8.1", "0.8.1", "0.13.0 (export schema 1.4)"]
+    assert at.selectbox(key="tool_popularity").value == "zipf"  # not vllm bench serve: the base's popularity
