@@ -300,41 +300,76 @@ def sweep_chart(df: pd.DataFrame, metric: str, x_title: str, y_title: str, y_for
 
 
 # ------------------------------------------------------------------ crossover
-def crossover_chart(df: pd.DataFrame, x_title: str, y_title: str, height: int = 460) -> alt.Chart:
-    """Heat map: cell colour = winning strategy (lowest mean TTFT p50), text = margin.
+#: Neutral colours of crossover cells without a winner: a tie inside the noise, a lead without a CI
+#: (one replication), no result (every run failed).
+TIE_COLOR = "#F1F5F9"
+NO_CI_COLOR = "#F8FAFC"
+_NEUTRAL = {"tie": TIE_COLOR, "no CI": NO_CI_COLOR, "no result": "#FFFFFF"}
 
-    ``df``: columns x, y, winner, best_ms, runner_up, runner_up_ms, margin_ms, margin_pct
-    (``app.sweep.crossover_table``).
+
+def _margin_label(status, pct) -> str:
+    if status == "tie":
+        return "tie"
+    if status == "lead":
+        return "?"
+    if status != "win" or not np.isfinite(pct):
+        return ""
+    return f"+{pct:.1%}" if pct < 0.1 else f"+{pct:.0%}"
+
+
+def crossover_chart(df: pd.DataFrame, x_title: str, y_title: str, height: int = 460) -> alt.Chart:
+    """Heat map of noise-aware verdicts: a cell is coloured by its winner only when the paired 95 % CI of
+    the winner's margin over the runner-up excludes zero; otherwise in the neutral "tie" colour (or "no CI"
+    with one replication, "no result" where every run failed).  Text: the winner's margin (or "tie");
+    opacity: the margin of a win.
+
+    ``df``: ``app.sweep.crossover_table`` (columns x, y, status, verdict, winner, best, best_ms, runner_up,
+    runner_up_ms, margin_ms, margin_ci_low_ms, margin_ci_high_ms, margin_pct, tied, n, not_ranked).
     """
     d = _cap(df.copy())
+    d["verdict"] = d["verdict"].astype(object).where(d["verdict"].notna(), "no result")
     d["x_label"] = d["x"].map(lambda v: f"{v:g}")
     d["y_label"] = d["y"].map(lambda v: f"{v:g}")
-    d["margin_label"] = d["margin_pct"].map(
-        lambda v: "" if not np.isfinite(v) else (f"+{v:.1%}" if v < 0.1 else f"+{v:.0%}"))
+    pct = d["margin_pct"].to_numpy(dtype=float)
+    d["margin_label"] = [_margin_label(s, v) for s, v in zip(d["status"], pct)]
+    win = (d["status"] == "win").to_numpy()
+    # a win's opacity follows its margin (0 -> 0.55, 25 % or more -> 1: never as pale as a tie); neutral cells
+    # are opaque, their text grey
+    d["shade"] = np.where(win, 0.55 + 0.45 * np.clip(np.nan_to_num(pct) / 0.25, 0, 1), 1.0)
+    d["text_color"] = np.where(win, "#1F2330", "#6B7280")
     x_sort = [f"{v:g}" for v in sorted(d["x"].unique())]
     y_sort = [f"{v:g}" for v in sorted(d["y"].unique(), reverse=True)]
-    strategies = _sorted_strategies(d["winner"].dropna())
-    base = alt.Chart(d, title="Winning strategy (lowest mean TTFT p50)").encode(
+    winners = _sorted_strategies(d.loc[win, "winner"].dropna())
+    neutral = [k for k in _NEUTRAL if (d["verdict"] == k).any()]
+    domain = winners + neutral
+    base = alt.Chart(d, title="Winning strategy (lowest mean TTFT p50; tie when the paired 95% CI of the margin "
+                              "includes zero)").encode(
         x=alt.X("x_label:O", title=x_title, sort=x_sort, axis=alt.Axis(labelAngle=0)),
         y=alt.Y("y_label:O", title=y_title, sort=y_sort),
     )
     tooltip = [alt.Tooltip("x:Q", title=x_title, format=",.3~f"),
                alt.Tooltip("y:Q", title=y_title, format=",.3~f"),
-               alt.Tooltip("winner:N", title="Winner"),
-               alt.Tooltip("best_ms:Q", title="Winner TTFT p50 (ms)", format=",.1f"),
+               alt.Tooltip("verdict:N", title="Verdict"),
+               alt.Tooltip("tied:N", title="Tied (within the noise)"),
+               alt.Tooltip("best:N", title="Lowest mean"),
+               alt.Tooltip("best_ms:Q", title="Its TTFT p50 (ms)", format=",.1f"),
                alt.Tooltip("runner_up:N", title="Runner-up"),
                alt.Tooltip("runner_up_ms:Q", title="Runner-up TTFT p50 (ms)", format=",.1f"),
                alt.Tooltip("margin_ms:Q", title="Margin (ms)", format=",.2f"),
-               alt.Tooltip("margin_pct:Q", title="Margin (% of winner)", format=".1%")]
+               alt.Tooltip("margin_ci_low_ms:Q", title="Margin 95% CI low (ms)", format=",.2f"),
+               alt.Tooltip("margin_ci_high_ms:Q", title="Margin 95% CI high (ms)", format=",.2f"),
+               alt.Tooltip("margin_pct:Q", title="Margin (% of lowest)", format=".1%"),
+               alt.Tooltip("n:Q", title="Paired replications"),
+               alt.Tooltip("not_ranked:N", title="Not ranked")]
     rect = base.mark_rect(stroke="white", strokeWidth=1.5).encode(
-        color=alt.Color("winner:N", title="Winner", scale=strategy_scale(strategies), sort=strategies,
-                        legend=_legend()),
-        opacity=alt.Opacity("margin_pct:Q", title="Margin", scale=alt.Scale(domain=[0, 0.25], range=[0.35, 1],
-                                                                            clamp=True), legend=None),
+        color=alt.Color("verdict:N", title="Winner", sort=domain, legend=_legend(),
+                        scale=alt.Scale(domain=domain, range=[strategy_color(s) for s in winners]
+                                        + [_NEUTRAL[k] for k in neutral])),
+        opacity=alt.Opacity("shade:Q", scale=None, legend=None),
         tooltip=tooltip,
     )
-    text = base.mark_text(fontSize=12, color="#1F2330").encode(
-        text=alt.Text("margin_label:N"), tooltip=tooltip)
+    text = base.mark_text(fontSize=12).encode(
+        text=alt.Text("margin_label:N"), color=alt.Color("text_color:N", scale=None, legend=None), tooltip=tooltip)
     return alt.layer(rect, text).properties(height=height)
 
 
@@ -456,12 +491,51 @@ def pareto_front(df: pd.DataFrame, x: str = "avg_frag", y: str = "throughput_req
     return pd.Series(out, index=df.index, name="on_frontier", dtype=bool)
 
 
-def kv_frontier_frame(df: pd.DataFrame, x: str = "avg_frag", y: str = "throughput_req_s") -> pd.DataFrame:
-    """Columns strategy, avg_frag, throughput_req_s, on_frontier from a per-strategy table."""
-    d = pd.DataFrame({"strategy": df["strategy"].astype(str).to_numpy(),
-                      "avg_frag": df[x].to_numpy(dtype=float),
+#: Status of a point on the frontier chart, from the frontier down: opacity, outline width, shape.
+FRONTIER_STATUS = {
+    "on the frontier": (1.0, 1.5, "circle"),
+    "not distinguishable": (0.75, 0.8, "circle"),   # dominated on the means, but inside the noise
+    "dominated": (0.4, 0.0, "circle"),              # the paired differences exclude zero
+    "reference": (0.9, 1.0, "diamond"),             # a baseline or a bound: shown, never ranked
+}
+
+
+def kv_frontier_frame(df: pd.DataFrame, x: str = "avg_frag", y: str = "throughput_req_s",
+                      exclude: Sequence[str] = (), status: Mapping[str, tuple[str, str]] | None = None
+                      ) -> pd.DataFrame:
+    """Columns strategy, avg_frag, throughput_req_s, on_frontier, status, label, note from a per-strategy table.
+
+    ``exclude``: references (baselines, bounds): never on the front, status "reference", labelled with
+    their role.  ``status``: strategy -> (status, note) for the contenders off the front, from a
+    noise-aware dominance check ("dominated" or "not distinguishable"); without it they are "dominated"
+    on the means.
+    """
+    names = df["strategy"].astype(str).to_numpy()
+    d = pd.DataFrame({"strategy": names, "avg_frag": df[x].to_numpy(dtype=float),
                       "throughput_req_s": df[y].to_numpy(dtype=float)})
-    d["on_frontier"] = pareto_front(d).to_numpy()
+    ref = np.isin(names, list(exclude))
+    front = pareto_front(d[~ref])
+    d["on_frontier"] = False
+    d.loc[front.index, "on_frontier"] = front.to_numpy()
+    d["on_frontier"] = d["on_frontier"].astype(bool)
+    status = dict(status or {})
+    st_, note, label = [], [], []
+    for name, is_ref, on in zip(names, ref, d["on_frontier"]):
+        role = STRATEGIES[name].role if name in STRATEGIES else "reference"
+        if is_ref:
+            st_.append("reference")
+            note.append(f"{role}: a reference point, not ranked")
+            label.append(f"{name} ({role})")
+            continue
+        label.append(name)
+        if on:
+            st_.append("on the frontier")
+            note.append("")
+        else:
+            s, n = status.get(name, ("dominated", "dominated on the means"))
+            st_.append(s)
+            note.append(n)
+    d["status"], d["label"], d["note"] = st_, label, note
     return d
 
 
@@ -496,19 +570,28 @@ def _label_offsets(x: np.ndarray, y: np.ndarray, names: Sequence[str], width: fl
 
 def kv_frontier_chart(df: pd.DataFrame, title: str = "No free lunch: throughput against fragmentation",
                       height: int = 380, width_hint: float = 430) -> alt.Chart:
-    """One labelled point per strategy (x = avg_frag, y = throughput); the Pareto front is joined by a
-    dashed line and drawn opaque with an outline, dominated strategies faded.
+    """One labelled point per strategy (x = avg_frag, y = throughput); the Pareto front of the contenders is
+    joined by a dashed line and drawn opaque with an outline; points dominated on the means but inside the
+    noise ("not distinguishable") less faded than those dominated outside it; references (the baseline,
+    bounds) drawn as diamonds, labelled with their role, never on the front.
 
-    ``df``: ``kv_frontier_frame`` (columns strategy, avg_frag, throughput_req_s, on_frontier).
-    ``width_hint``: the expected plot width in pixels, for placing labels apart.
+    ``df``: ``kv_frontier_frame`` (columns strategy, avg_frag, throughput_req_s, on_frontier; status, label and
+    note if given, else derived from on_frontier).  ``width_hint``: the expected plot width in pixels, for
+    placing labels apart.
     """
-    d = _cap(df[["strategy", "avg_frag", "throughput_req_s", "on_frontier"]].copy())
+    d = _cap(df.copy())
     d = d[np.isfinite(d["avg_frag"].to_numpy(dtype=float)) & np.isfinite(d["throughput_req_s"].to_numpy(dtype=float))]
     d = d.reset_index(drop=True)
     d["on_frontier"] = d["on_frontier"].astype(bool)
-    d["status"] = np.where(d["on_frontier"], "on the frontier", "dominated")
+    if "status" not in d:
+        d["status"] = np.where(d["on_frontier"], "on the frontier", "dominated")
+    if "label" not in d:
+        d["label"] = d["strategy"].astype(str)
+    if "note" not in d:
+        d["note"] = ""
+    d = d[["strategy", "avg_frag", "throughput_req_s", "on_frontier", "status", "label", "note"]]
     dy, right = _label_offsets(d["avg_frag"].to_numpy(dtype=float), d["throughput_req_s"].to_numpy(dtype=float),
-                               list(d["strategy"]), width_hint, height - 130)
+                               list(d["label"]), width_hint, height - 130)
     d["label_dy"], d["label_right"] = dy, right
     strategies = _in_order(d["strategy"])
     all_zero = len(d) > 0 and float(d["avg_frag"].max()) <= 0
@@ -519,25 +602,29 @@ def kv_frontier_chart(df: pd.DataFrame, title: str = "No free lunch: throughput 
     tooltip = [alt.Tooltip("strategy:N", title="Policy"),
                alt.Tooltip("avg_frag:Q", title="Mean fragmentation", format=".1%"),
                alt.Tooltip("throughput_req_s:Q", title="Throughput (req/s)", format=",.1f"),
-               alt.Tooltip("status:N", title="Pareto")]
+               alt.Tooltip("status:N", title="Pareto"),
+               alt.Tooltip("note:N", title="Why")]
     front = d[d["on_frontier"].astype(bool)].sort_values("avg_frag")
     line = alt.Chart(front).mark_line(strokeDash=[5, 4], color="#6B7280", strokeWidth=1.5).encode(
         x=x, y=y, order=alt.Order("avg_frag:Q"))
-    status_scale = ["on the frontier", "dominated"]
+    status_scale = list(FRONTIER_STATUS)
+    look = list(FRONTIER_STATUS.values())
     points = alt.Chart(d).mark_point(filled=True, size=140, stroke="#1F2330").encode(
         x=x, y=y,
         color=alt.Color("strategy:N", title="Policy", scale=_ordered_scale(strategies), sort=strategies,
                         legend=None),
-        opacity=alt.Opacity("status:N", scale=alt.Scale(domain=status_scale, range=[1.0, 0.45]), legend=None),
-        strokeWidth=alt.StrokeWidth("status:N", scale=alt.Scale(domain=status_scale, range=[1.5, 0.0]),
+        opacity=alt.Opacity("status:N", scale=alt.Scale(domain=status_scale, range=[v[0] for v in look]),
+                            legend=None),
+        strokeWidth=alt.StrokeWidth("status:N", scale=alt.Scale(domain=status_scale, range=[v[1] for v in look]),
                                     legend=None),
+        shape=alt.Shape("status:N", scale=alt.Scale(domain=status_scale, range=[v[2] for v in look]), legend=None),
         tooltip=tooltip)
     layers = [line, points]
     # one text layer per (side, offset): dx/dy are mark properties, not encodings
     for (is_right, off), sub in d.groupby(["label_right", "label_dy"], sort=True):
         layers.append(alt.Chart(sub).mark_text(align="right" if is_right else "left", dx=-9 if is_right else 9,
                                                dy=float(off), fontSize=11, color="#1F2330").encode(
-            x=x, y=y, text="strategy:N", tooltip=tooltip))
+            x=x, y=y, text="label:N", tooltip=tooltip))
     return alt.layer(*layers).properties(title=title, height=height)
 
 

@@ -1,26 +1,97 @@
-"""Crossover page: which strategy wins where, over a grid of two controls."""
+"""Crossover page: which strategy wins where, over a grid of two controls (noise-aware: ties are ties)."""
 from __future__ import annotations
+
+import math
+from collections.abc import Mapping
 
 import streamlit as st
 
 from app import charts, controls, runner, sweep
 from app.page_sweeps import range_slider
+from engine import STRATEGIES, contenders_excluded
 
 MAX_GRID = 8
-MAX_REPLICATIONS = 3
+DEFAULT_GRID = 5
+#: Paired replications per cell: a verdict needs a confidence interval, so at least 2.
+MIN_REPLICATIONS, DEFAULT_REPLICATIONS, MAX_REPLICATIONS = 2, 3, 5
+PREFIX = "xo_"
+K_REPS, K_GRID = "xo_reps", "xo_n"   # page controls, bound to the URL under these keys
+#: URL-bound page controls: key -> (min, max, default).
+_INT_PARAMS = {K_REPS: (MIN_REPLICATIONS, MAX_REPLICATIONS, DEFAULT_REPLICATIONS), K_GRID: (2, MAX_GRID, DEFAULT_GRID)}
+
+
+def sanitize_query(params: Mapping[str, list[str]]) -> tuple[dict, list]:
+    """Clean the page's ``xo_`` URL parameters (registered with ``controls.PAGE_PARAMS``)."""
+    clean, issues = {}, []
+    for key, vals in params.items():
+        vals = [str(v) for v in (vals if isinstance(vals, (list, tuple)) else [vals])]
+        raw = vals[-1].strip()
+        if key not in _INT_PARAMS:
+            issues.append(controls.Issue(key, f"Unknown URL parameter `{key}` ignored", "unknown"))
+            continue
+        lo, hi, default = _INT_PARAMS[key]
+        try:
+            v = float(raw)
+            if not math.isfinite(v) or v != int(v):
+                raise ValueError
+        except ValueError:
+            issues.append(controls.Issue(key, f"URL parameter `{key}`={raw!r} dropped (not an integer); "
+                                              f"using {default}", "malformed"))
+            continue
+        c = min(max(int(v), lo), hi)
+        if c != v:
+            issues.append(controls.Issue(key, f"URL parameter `{key}`={raw!r} is outside [{lo}, {hi}]; "
+                                              f"clamped to {c}"))
+        clean[key] = str(c)
+    return clean, issues
+
+
+controls.PAGE_PARAMS[PREFIX] = sanitize_query
+
+
+def _role(s: str) -> str:
+    return "an offline bound" if STRATEGIES[s].role == "bound" else "a baseline"
+
+
+def tally_text(table, excluded: list[str]) -> str:
+    """The cells' count in words: wins per strategy, ties (with their tied sets) apart, references named."""
+    t = sweep.crossover_tally(table)
+    parts = []
+    if t["wins"]:
+        parts.append("Cells won (the paired 95% CI of the margin excludes zero): "
+                     + ", ".join(f"**{s}** {k}" for s, k in t["wins"].items()))
+    else:
+        parts.append("No cell has a winner outside the noise")
+    if t["ties"]:
+        sets = "; ".join(f"{' = '.join(f'**{s}**' for s in tied.split(', '))} {k}" for tied, k in t["tied_sets"].items())
+        parts.append(f"ties (within the noise) {t['ties']}: {sets}")
+    if t["leads"]:
+        parts.append(f"leads without a confidence interval {t['leads']}")
+    if t["none"]:
+        parts.append(f"no result {t['none']}")
+    text = "; ".join(parts) + "."
+    if excluded:
+        text += " " + ", ".join(f"**{s}** ({_role(s)})" for s in excluded) + " ran in every cell but is not a " \
+                "contender: it never wins a cell (its values are in the data below)."
+    return text
 
 
 def render() -> None:
     state = controls.current()
     controls.show_header(state, "Crossover", "Where does each strategy win? Each cell runs every selected strategy "
-                         "with the sidebar's scenario except for the two controls on the axes; the colour is the "
-                         "strategy with the lowest mean TTFT p50, the label and opacity its margin over the "
-                         "runner-up.")
+                         "over paired replications (replication k uses seed + k for every strategy) with the "
+                         "sidebar's scenario except for the two controls on the axes. A cell takes the colour of "
+                         "the strategy with the lowest mean TTFT p50 only when the paired 95% CI of its margin over "
+                         "the runner-up excludes zero; otherwise it is a grey tie. Bounds (oracle) and baselines "
+                         "(single_adapter) never win.")
     if state.error:
         st.error(f"This scenario cannot be simulated. {state.error}", icon=":material/error:")
         return
-    if len(state.strategies) < 2:
-        st.warning("Select at least two strategies in the sidebar to find crossovers.", icon=":material/checklist:")
+    excluded = contenders_excluded(state.strategies)
+    if len(state.strategies) - len(excluded) < 2:
+        st.warning("Select at least two strategies in the sidebar to find crossovers"
+                   + (f" ({', '.join(excluded)} {'is' if len(excluded) == 1 else 'are'} a reference, not a "
+                      "contender)" if excluded else "") + ".", icon=":material/checklist:")
         return
     values = state.values
 
@@ -38,10 +109,13 @@ def render() -> None:
             x_rng = range_slider(x, values, f"xo_range_x_{x}", f"{label(x)} range", rate_span=(0.2, 1.5))
         with r2[1]:
             y_rng = range_slider(y, values, f"xo_range_y_{y}", f"{label(y)} range", rate_span=(0.2, 1.5))
-        n = r2[2].slider("Grid size", 2, MAX_GRID, 5, key="xo_n",
+        n = r2[2].slider("Grid size", 2, MAX_GRID, DEFAULT_GRID, key=K_GRID, bind="query-params",
                          help=f"Values per axis (at most {MAX_GRID} x {MAX_GRID} cells).")
-        reps = r2[3].slider("Seeds", 1, MAX_REPLICATIONS, 1, key="xo_reps",
-                            help="Replications per cell; the winner is decided on the mean TTFT p50.")
+        reps = r2[3].slider("Replications", MIN_REPLICATIONS, MAX_REPLICATIONS, DEFAULT_REPLICATIONS, key=K_REPS,
+                            bind="query-params",
+                            help="Paired seeds per cell (replication k uses seed + k for every strategy: common "
+                                 "random numbers). A strategy wins a cell only when the paired 95% CI of its "
+                                 "margin over the runner-up excludes zero; more replications resolve more ties.")
 
     xc, yc = controls.BY_KEY[x], controls.BY_KEY[y]
     xs = sweep.grid_values(*x_rng, n, integer=xc.dtype is int)
@@ -49,32 +123,35 @@ def render() -> None:
     runs = [(xy, s, k, runner.capped(sc) if sc is not None else None, err)
             for xy, s, k, sc, err in sweep.plan_grid(state.scenario, x, xs, y, ys, state.strategies, reps)]
     n_req = sweep.expected_requests(r[3] for r in runs)
-    st.caption(f"{len(xs)} x {len(ys)} cells x {len(state.strategies)} strategies x {reps} seeds = {len(runs)} "
-               f"simulations, about {n_req:,.0f} simulated requests (cap {runner.MAX_GRID_REQUESTS:,}; grid at "
-               f"most {MAX_GRID} x {MAX_GRID}).")
+    st.caption(f"{len(xs)} x {len(ys)} cells x {len(state.strategies)} strategies x {reps} paired replications = "
+               f"{len(runs)} simulations, about {n_req:,.0f} simulated requests (cap {runner.MAX_GRID_REQUESTS:,}; "
+               f"grid at most {MAX_GRID} x {MAX_GRID}).")
     if n_req > runner.MAX_GRID_REQUESTS:
         st.error(f"This grid would simulate about {n_req:,.0f} requests, above the cap of "
-                 f"{runner.MAX_GRID_REQUESTS:,}. Use a smaller grid, fewer strategies or seeds, a shorter duration "
-                 "or a lower arrival rate.", icon=":material/block:")
+                 f"{runner.MAX_GRID_REQUESTS:,}. Use a smaller grid, fewer strategies or replications, a shorter "
+                 "duration or a lower arrival rate.", icon=":material/block:")
         return
 
     bar = st.progress(0.0, text="Simulating...")
     rows = sweep.run_grid(runs, runner.summary,
                           progress=lambda i, t: bar.progress(i / t, text=f"Simulating run {i} of {t}..."))
     bar.empty()
-    table = sweep.crossover_table(rows)
+    table = sweep.crossover_table(rows, exclude=excluded)
 
     st.subheader(f"Winner by {xc.label} and {yc.label}")
-    st.caption(controls.conditions(state.scenario))
+    st.caption(controls.conditions(state.scenario) + f" · {reps} paired replications per cell")
     st.altair_chart(charts.unvalidated(charts.crossover_chart(table, xc.label, yc.label)), width="stretch")
-    wins = table["winner"].value_counts()
-    if len(wins):
-        st.markdown("Cells won: " + ", ".join(f"**{s}** {k}" for s, k in wins.items()) + ".")
+    st.markdown(tally_text(table, excluded))
+    st.caption("A tie means the data cannot tell the tied strategies apart at this number of replications: the "
+               "paired 95% CI of the lowest mean's margin over another includes zero. A strategy that leaves more "
+               f"than {sweep.COLLAPSE_UNFINISHED:.0%} of a cell's requests unfinished has collapsed there and is not "
+               "ranked in that cell (its TTFT covers the finished requests only). Hover a cell for the margin and "
+               "its CI.")
     errs = [e for e in sweep.errors(rows.assign(x=list(zip(rows["x"], rows["y"]))))]
     if errs:
         st.warning("Some runs were rejected by the engine:\n\n" + "\n".join(f"- {e}" for e in errs[:8]),
                    icon=":material/warning:")
-    with st.expander("Data (winner and margin per cell)"):
+    with st.expander("Data (verdict, margin and its CI per cell)"):
         st.dataframe(table, hide_index=True, width="stretch")
         st.download_button("Crossover CSV", table.to_csv(index=False).encode(), file_name=f"crossover_{x}_{y}.csv",
                            mime="text/csv", key="dl_crossover", icon=":material/download:")

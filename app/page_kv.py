@@ -4,7 +4,10 @@ The page has its own controls (model, workload, memory mode, allocator, policies
 replications, duration) and runs the ``kv-<model>-<workload>`` presets (``engine.presets``);
 the shared scenario is not used, so the app does not draw its controls in the sidebar here.
 Replication k uses seed ``preset seed + k`` for every policy (common random numbers), so the
-deltas against ``single_adapter`` are paired per replication.
+deltas against ``single_adapter`` are paired per replication, and so is the frontier's dominance
+check (``dominance``, on ``engine.rank``): "Dominated: X (by Y)" only when the paired 95% CI of each
+difference excludes zero, else "not distinguishable".  ``single_adapter`` is the baseline (an
+offline bound alike): shown and labelled, never on the frontier.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import pandas as pd
 import streamlit as st
 
 from app import charts, controls
-from engine import ENGINE_VERSION, STRATEGIES, Scenario, mean_ci, presets, simulate
+from engine import ENGINE_VERSION, STRATEGIES, Scenario, contenders_excluded, mean_ci, presets, rank, simulate
 
 MODELS = ["qwen2-0.5b", "qwen2-1.5b"]
 WORKLOADS = ["heavy", "heavy_mixed"]
@@ -28,7 +31,7 @@ KV_POLICIES = ["single_adapter", "round_robin_k1", "batch_t4_k2", "hotset_32mb",
 #: Reference of the deltas (run even when not selected, then not shown as a row).
 REFERENCE = "single_adapter"
 MAX_REPLICATIONS = 5
-DEFAULT_REPLICATIONS = 2
+DEFAULT_REPLICATIONS = 3
 DEFAULT_DURATION_S = 20.0
 DURATION_RANGE = (5.0, 120.0, 5.0)
 RATE_RANGE = (1.0, 200.0, 1.0)
@@ -106,7 +109,8 @@ def _ci(x: np.ndarray) -> tuple[float, float]:
 
 
 def summary_table(summaries: Mapping[str, Sequence[Mapping]], policies: Sequence[str]) -> pd.DataFrame:
-    """Per-policy table: means (and 95% CI half-widths ``*_ci95`` with two or more replications).
+    """Per-policy table: role (``Policy.role``), means (and 95% CI half-widths ``*_ci95`` with two or more
+    replications).
 
     ``summaries``: policy -> summaries of replications 0..n-1 (same seeds for every policy), with
     ``REFERENCE`` among them.  Deltas against the reference are paired per replication:
@@ -132,7 +136,7 @@ def summary_table(summaries: Mapping[str, Sequence[Mapping]], policies: Sequence
                   "throughput_delta_pct": derived["throughput_delta_pct"],
                   "swap_events": col["swap_events"], "compact_events": col["compact_events"],
                   "rejections": col["rejections"]}
-        row = {"policy": p, "memory_mode": str(reps[0].get("memory_mode", ""))}
+        row = {"policy": p, "role": STRATEGIES[p].role, "memory_mode": str(reps[0].get("memory_mode", ""))}
         for k, v in values.items():
             mean, hw = _ci(v)
             row[k] = mean
@@ -143,32 +147,144 @@ def summary_table(summaries: Mapping[str, Sequence[Mapping]], policies: Sequence
     return pd.DataFrame(rows)
 
 
-def frontier_sentence(table: pd.DataFrame) -> str:
-    """Which policies are on the Pareto frontier (higher throughput, lower fragmentation), and who
-    dominates the others."""
-    d = charts.kv_frontier_frame(table.rename(columns={"policy": "strategy"}))
-    d = d[np.isfinite(d["avg_frag"]) & np.isfinite(d["throughput_req_s"])]
-    if d.empty:
-        return "No policy completed any request in the measurement window, so there is no frontier."
-    front = d[d["on_frontier"]].sort_values("avg_frag")
-    names = ", ".join(f"**{s}**" for s in front["strategy"])
-    if len(d) == 1:
-        return f"Only **{d['strategy'].iloc[0]}** ran; select more policies to see a frontier."
-    if (d["avg_frag"] == 0).all():
-        return (f"Every policy has zero fragmentation here, so the frontier reduces to the highest throughput: "
-                f"{names}.")
-    text = (f"On the Pareto frontier (no other policy has both higher or equal throughput and lower or equal "
-            f"fragmentation): {names}.")
-    dominated = d[~d["on_frontier"]]
+#: The frontier's metrics: summary key -> (label, higher is better).
+FRONTIER_METRICS = {"throughput_req_s": ("throughput", True), "avg_frag": ("fragmentation", False)}
+
+
+def _rep_values(summaries: Mapping[str, Sequence[Mapping]], key: str, n: int) -> dict[str, list[float]]:
+    return {p: [float(s.get(key, math.nan)) for s in reps[:n]] for p, reps in summaries.items()}
+
+
+def _paired(a: Sequence[float], b: Sequence[float], higher: bool) -> str:
+    """How ``a`` compares with ``b`` over paired replications: "better" (the paired 95% CI of the difference
+    excludes zero, in a's favour, ``engine.rank``), "equal" (identical in every replication, e.g. both 0
+    fragmentation) or "noise" (within the noise, worse, or one replication: no CI)."""
+    if np.array_equal(np.asarray(a, dtype=float), np.asarray(b, dtype=float)):
+        return "equal"
+    r = rank({"a": a, "b": b}, higher_is_better=higher)
+    return "better" if r.has_ci and r.winner == "a" else "noise"
+
+
+def dominance(summaries: Mapping[str, Sequence[Mapping]], policies: Sequence[str]) -> dict[str, dict]:
+    """Noise-aware Pareto dominance of the selected policies (higher throughput, lower fragmentation).
+
+    ``summaries``: policy -> summaries of replications 0..n-1, replication k of every policy on the same
+    seed (paired).  The frontier is that of the means over the contenders (bounds and baselines,
+    ``engine.contenders_excluded``, are references: never on it, never dominating).  A contender off it
+    is "dominated" by Y only when, on each metric, Y's paired difference excludes zero in Y's favour (or
+    the two are identical in every replication) and excludes it on at least one; else it is "not
+    distinguishable" from the frontier policies that dominate it on the means.
+
+    Returns policy -> {"role", "status" ("on the frontier", "dominated", "not distinguishable",
+    "reference" or "no data"), "by" (significant dominators), "near" (mean dominators it is not
+    distinguishable from: {policy: metrics inside the noise}), "n"}.
+    """
+    n = min(len(summaries[p]) for p in policies)
+    excluded = set(contenders_excluded(policies))
+    vals = {k: _rep_values({p: summaries[p] for p in policies}, k, n) for k in FRONTIER_METRICS}
+    means = {k: {p: float(np.mean(v)) if np.isfinite(v).all() else math.nan for p, v in vals[k].items()}
+             for k in FRONTIER_METRICS}
+    contenders = [p for p in policies if p not in excluded]
+    frame = pd.DataFrame({"strategy": contenders, "avg_frag": [means["avg_frag"][p] for p in contenders],
+                          "throughput_req_s": [means["throughput_req_s"][p] for p in contenders]})
+    on = dict(zip(contenders, charts.pareto_front(frame).tolist()))
+    out: dict[str, dict] = {}
+    for p in policies:
+        rec = {"role": STRATEGIES[p].role, "status": "reference", "by": [], "near": {}, "n": n}
+        out[p] = rec
+        if p in excluded:
+            continue
+        if not all(math.isfinite(means[k][p]) for k in FRONTIER_METRICS):
+            rec["status"] = "no data"
+            continue
+        if on[p]:
+            rec["status"] = "on the frontier"
+            continue
+        # every contender that dominates p on the means (one of them is on the frontier)
+        mean_dom = [q for q in contenders if q != p and all(math.isfinite(means[k][q]) for k in FRONTIER_METRICS)
+                    and means["throughput_req_s"][q] >= means["throughput_req_s"][p]
+                    and means["avg_frag"][q] <= means["avg_frag"][p]]
+        for q in mean_dom:
+            cmp = {k: _paired(vals[k][q], vals[k][p], higher) for k, (_, higher) in FRONTIER_METRICS.items()}
+            if "noise" not in cmp.values() and "better" in cmp.values():
+                rec["by"].append(q)
+            elif on[q]:
+                rec["near"][q] = [FRONTIER_METRICS[k][0] for k, c in cmp.items() if c == "noise"]
+        rec["status"] = "dominated" if rec["by"] else "not distinguishable"
+    return out
+
+
+def _reps(n: int) -> str:
+    return f"{n} replication{'s' if n != 1 else ''}"
+
+
+def dominance_notes(dom: Mapping[str, Mapping]) -> dict[str, tuple[str, str]]:
+    """Per contender off the frontier: (status, note) for the frontier chart's points and tooltips."""
+    out = {}
+    for p, r in dom.items():
+        if r["status"] == "dominated":
+            out[p] = ("dominated", f"dominated by {', '.join(r['by'])} (paired 95% CI excludes zero)")
+        elif r["status"] == "not distinguishable":
+            out[p] = ("not distinguishable", f"not distinguishable from {', '.join(r['near'])} with "
+                                             f"{_reps(r['n'])}")
+    return out
+
+
+def frontier_sentence(table: pd.DataFrame, summaries: Mapping[str, Sequence[Mapping]]) -> str:
+    """Which policies are on the Pareto frontier (higher throughput, lower fragmentation), which are dominated
+    outside the noise (paired replications, ``engine.rank``) and which are not distinguishable from it; the
+    baseline (and any bound) is named as a reference, never ranked."""
+    policies = list(table["policy"])
+    dom = dominance(summaries, policies)
+    refs = [p for p in policies if dom[p]["status"] == "reference"]
+    ref_text = ""
+    if refs:
+        t = table.set_index("policy")
+        ref_text = " " + "; ".join(
+            f"**{p}** ({'the baseline' if dom[p]['role'] == 'baseline' else 'an offline bound'}: "
+            f"{t.at[p, 'throughput_req_s']:.1f} req/s, fragmentation {t.at[p, 'avg_frag']:.1%}) is a reference "
+            "point, not ranked" for p in refs) + "."
+    ranked = [p for p in policies if dom[p]["status"] not in ("reference", "no data")]
+    if not ranked:
+        if refs and len(refs) == len(policies):
+            return "Only references ran; select policies to see a frontier." + ref_text
+        return "No policy completed any request in the measurement window, so there is no frontier." + ref_text
+    front = sorted([p for p in ranked if dom[p]["status"] == "on the frontier"],
+                   key=lambda p: table.set_index("policy").at[p, "avg_frag"])
+    names = ", ".join(f"**{s}**" for s in front)
+    if len(ranked) == 1:
+        return f"Only **{ranked[0]}** is a contender; select more policies to see a frontier." + ref_text
+    n = dom[ranked[0]]["n"]
+    frag = table.set_index("policy").loc[ranked, "avg_frag"]
+    if (frag == 0).all():
+        thr = _rep_values(summaries, "throughput_req_s", n)
+        r = rank({p: thr[p] for p in ranked}, higher_is_better=True)
+        text = f"Every policy has zero fragmentation here, so the frontier reduces to the highest throughput: {names}"
+        if r.tied:
+            text += (f", not distinguishable from {', '.join(f'**{s}**' for s in r.tied)} with {_reps(n)} (the paired "
+                     "95% CI of the difference includes zero)")
+        elif not r.has_ci:
+            text += " (one replication: no confidence interval, so no verdict)"
+        return text + "." + ref_text
+    text = (f"On the Pareto frontier (no other policy has both higher or equal mean throughput and lower or equal "
+            f"mean fragmentation): {names}.")
     if len(front) > 1:
-        text += (" Along it, less fragmentation costs throughput: there is no free lunch.")
-    if len(dominated):
+        text += " Along it, less fragmentation costs throughput: there is no free lunch."
+    dominated = [p for p in ranked if dom[p]["status"] == "dominated"]
+    close = [p for p in ranked if dom[p]["status"] == "not distinguishable"]
+    if dominated:
+        text += " Dominated: " + "; ".join(f"{p} (by {', '.join(dom[p]['by'])})" for p in dominated) + (
+            f", each paired 95% CI of the differences excluding zero over {_reps(n)}.")
+    if close:
         parts = []
-        for _, r in dominated.iterrows():
-            by = front[(front["avg_frag"] <= r["avg_frag"]) & (front["throughput_req_s"] >= r["throughput_req_s"])]
-            parts.append(f"{r['strategy']} (by {', '.join(by['strategy'])})" if len(by) else r["strategy"])
-        text += " Dominated: " + "; ".join(parts) + "."
-    return text
+        for p in close:
+            near = dom[p]["near"]
+            on_what = sorted({m for ms in near.values() for m in ms})
+            parts.append(f"{p} is not distinguishable from {', '.join(near)} with {_reps(n)}"
+                         + (f" (on {' and '.join(on_what)})" if on_what and n > 1 else
+                            " (no confidence interval)" if n == 1 else ""))
+        text += " Behind the frontier on the means but inside the noise: " + "; ".join(parts) + "."
+    return text + ref_text
 
 
 # ------------------------------------------------------------------ running
@@ -224,7 +340,8 @@ def _controls() -> dict:
                             help="Poisson arrivals. The default is the preset's: about 90% of what the GPU serves "
                                  "with a single adapter (78 req/s for Qwen2-0.5B, 27 for Qwen2-1.5B).")
         reps = r2[2].slider("Replications", 1, MAX_REPLICATIONS, DEFAULT_REPLICATIONS, key="kv_reps",
-                            help="Seeds per policy (common random numbers); 95% CIs need at least 2.")
+                            help="Paired seeds per policy (replication k uses seed + k for every policy: common "
+                                 "random numbers); 95% CIs, and so any dominance statement, need at least 2.")
         lo, hi, step = DURATION_RANGE
         duration = r2[3].slider("Simulated duration (s)", lo, hi, DEFAULT_DURATION_S, step=step, key="kv_duration",
                                 format="%.0f", help="Simulated seconds per run; the first quarter (at most the "
@@ -251,8 +368,12 @@ _CI_SHOWN = ("avg_frag", "frag_overhead_pp", "throughput_req_s", "throughput_del
 
 def _table_view(table: pd.DataFrame) -> tuple[list[str], dict]:
     """Column order and column config of the per-policy table."""
-    order = ["policy", "memory_mode"]
+    order = ["policy", "role", "memory_mode"]
     config = {"policy": st.column_config.TextColumn("Policy", width=128, pinned=True),
+              "role": st.column_config.TextColumn("Role", width=72,
+                                                  help="policy: a contender; baseline (single_adapter: all traffic "
+                                                       "on one adapter) or bound: a reference point, never ranked "
+                                                       "on the frontier."),
               "memory_mode": st.column_config.TextColumn("Memory", width=72,
                                                          help="Memory mode the run used (slora forces unified).")}
     for k, (label, width, fmt, help_) in _SHOWN.items():
@@ -367,5 +488,8 @@ def render() -> None:
             st.caption("Whiskers: 95% CI over replications.")
     with c2:
         st.subheader("The no-free-lunch frontier")
-        show(charts.kv_frontier_chart(charts.kv_frontier_frame(table.rename(columns={"policy": "strategy"}))))
-    st.markdown(frontier_sentence(table))
+        dom = dominance(summaries, shown)
+        frame = charts.kv_frontier_frame(table.rename(columns={"policy": "strategy"}),
+                                         exclude=contenders_excluded(shown), status=dominance_notes(dom))
+        show(charts.kv_frontier_chart(frame))
+    st.markdown(frontier_sentence(table, summaries))

@@ -154,13 +154,104 @@ def test_sweep_plan_run_aggregate():
 def test_crossover_table_picks_winner_and_margin():
     base = Scenario.from_preset("default", duration_s=60.0)
     runs = sweep.plan_grid(base, "arrival_rate_rps", [4.0, 20.0], "zipf_s", [0.5, 1.0],
-                           ["naive", "hot_set", "batch"], 1)
+                           ["naive", "hot_set", "batch"], 3)
     rows = sweep.run_grid(runs, _fake_run)
+    assert list(rows.columns) == ["x", "y", "strategy", "replication", "ttft_p50_ms", "requests", "not_completed",
+                                  "error"]
     table = sweep.crossover_table(rows)
-    assert len(table) == 4 and set(table["winner"]) == {"batch"}
+    assert list(table.columns) == sweep.CROSSOVER_COLUMNS
+    # the fake's differences are the same in every paired replication: a zero-width CI, so every cell is a win
+    assert len(table) == 4 and set(table["status"]) == {"win"} and set(table["winner"]) == {"batch"}
     cell = table[(table["x"] == 20.0) & (table["y"] == 1.0)].iloc[0]
-    assert cell["runner_up"] == "hot_set"
-    assert cell["margin_ms"] == pytest.approx(2.0) and cell["margin_pct"] == pytest.approx(0.125)
+    assert cell["runner_up"] == "hot_set" and cell["verdict"] == "batch" and cell["n"] == 3
+    assert cell["margin_ms"] == pytest.approx(2.0) and cell["margin_pct"] == pytest.approx(2.0 / 16.1)
+    assert cell["margin_ci_low_ms"] == pytest.approx(2.0) and cell["margin_ci_high_ms"] == pytest.approx(2.0)
+
+
+#: Common noise per seed (shared by every strategy: common random numbers) and a small own noise.
+_COMMON = [0.0, 12.0, -9.0, 5.0, -4.0]
+_OWN = {"naive": [0.8, -0.5, 0.2, -0.9, 0.4], "hot_set": [-0.6, 0.9, -0.3, 0.5, -0.2],
+        "batch": [0.3, -0.2, 0.6, -0.4, 0.1], "oracle": [0.0] * 5, "vllm": [0.8, -0.5, 0.2, -0.9, 0.4]}
+
+
+def _noisy_run(sc: Scenario) -> dict:
+    """naive and hot_set 0.3 ms apart inside +-1 ms of own noise (a tie); batch 20 ms ahead at zipf_s > 0.75 (a
+    win, visible only paired: the common noise is +-12 ms); oracle lowest everywhere (a bound); hot_set collapses
+    at 20 req/s (half its requests unfinished, with a flattering TTFT)."""
+    k = sc.seed - Scenario.from_preset("default").seed
+    level = {"naive": 100.0, "hot_set": 100.3, "vllm": 100.0, "oracle": 50.0,
+             "batch": 80.0 if sc.zipf_s > 0.75 else 120.0}[sc.strategy]
+    collapsed = sc.strategy == "hot_set" and sc.arrival_rate_rps >= 20
+    return {"ttft_p50_ms": (10.0 if collapsed else level) + _COMMON[k] + _OWN[sc.strategy][k],
+            "requests": 1000, "not_completed": 500 if collapsed else 0}
+
+
+def _noisy_table(strategies, reps=3, **kw) -> pd.DataFrame:
+    base = Scenario.from_preset("default", duration_s=60.0)
+    runs = sweep.plan_grid(base, "arrival_rate_rps", [4.0, 20.0], "zipf_s", [0.5, 1.0], strategies, reps)
+    return sweep.crossover_table(sweep.run_grid(runs, _noisy_run), **kw).set_index(["x", "y"])
+
+
+def test_crossover_table_wins_only_outside_the_noise_and_ties_otherwise():
+    t = _noisy_table(["naive", "hot_set", "batch", "oracle"], exclude=["oracle"])
+    # batch's 20 ms lead is far outside the paired noise: a win (the +-12 ms common noise cancels in the pairs)
+    win = t.loc[(4.0, 1.0)]
+    assert win["status"] == "win" and win["winner"] == "batch" and win["verdict"] == "batch"
+    assert win["margin_ci_low_ms"] > 0 and win["margin_ci_low_ms"] < win["margin_ms"] < win["margin_ci_high_ms"]
+    # naive vs hot_set: 0.3 ms apart inside the noise: a tie, naming the tied set; its margin CI includes zero
+    tie = t.loc[(4.0, 0.5)]
+    assert tie["status"] == "tie" and tie["verdict"] == "tie" and pd.isna(tie["winner"])
+    assert tie["tied"] == "naive, hot_set" and tie["best"] == "naive" and tie["runner_up"] == "hot_set"
+    assert tie["margin_ci_low_ms"] <= 0 <= tie["margin_ci_high_ms"]
+    # the bound has the lowest TTFT everywhere but never wins (nor ties) a cell; it is named as not ranked
+    assert "oracle" not in set(t["winner"].dropna()) and "oracle" not in set(t["best"].dropna())
+    assert not t["tied"].str.contains("oracle").any()
+    assert (t["not_ranked"].str.contains("oracle")).all()
+    # hot_set collapses at 20 req/s: its flattering TTFT is not ranked there, so naive wins alone at zipf 0.5
+    col = t.loc[(20.0, 0.5)]
+    assert col["status"] == "win" and col["winner"] == "naive" and "hot_set (collapsed: 50% unfinished)" in col[
+        "not_ranked"]
+    tally = sweep.crossover_tally(t.reset_index())
+    assert tally["wins"] == {"batch": 2, "naive": 1} and tally["ties"] == 1
+    assert tally["tied_sets"] == {"naive, hot_set": 1}
+
+
+def test_crossover_table_strategies_identical_in_effect_always_tie():
+    t = _noisy_table(["naive", "vllm"])  # vllm is naive to the last digit in this fake
+    assert set(t["status"]) == {"tie"} and t["winner"].isna().all()
+    assert set(t["tied"]) == {"naive, vllm"} and (t["margin_ms"] == 0).all()
+
+
+def test_crossover_table_one_replication_is_a_lead_not_a_win():
+    t = _noisy_table(["naive", "batch"], reps=1)
+    assert set(t["status"]) == {"lead"} and set(t["verdict"]) == {"no CI"} and t["winner"].isna().all()
+    assert sweep.crossover_tally(t.reset_index())["leads"] == 4
+
+
+def test_crossover_tally_text_counts_ties_apart_and_names_the_references():
+    from app import page_crossover
+
+    t = _noisy_table(["naive", "hot_set", "batch", "oracle"], exclude=["oracle"]).reset_index()
+    text = page_crossover.tally_text(t, ["oracle"])
+    assert "Cells won" in text and "**batch** 2" in text and "**naive** 1" in text
+    assert "ties (within the noise) 1: **naive** = **hot_set** 1" in text
+    assert "**oracle** (an offline bound)" in text and "never wins" in text
+    none = page_crossover.tally_text(_noisy_table(["naive", "vllm"]).reset_index(), [])
+    assert none.startswith("No cell has a winner outside the noise") and "ties (within the noise) 4" in none
+
+
+def test_crossover_url_parameters_are_sanitized():
+    from app import page_crossover
+
+    assert controls.PAGE_PARAMS["xo_"] is page_crossover.sanitize_query
+    clean, issues = page_crossover.sanitize_query({"xo_reps": ["9"], "xo_n": ["3"], "xo_zzz": ["1"]})
+    assert clean == {"xo_reps": str(page_crossover.MAX_REPLICATIONS), "xo_n": "3"}
+    assert {i.key: i.kind for i in issues} == {"xo_reps": "adjusted", "xo_zzz": "unknown"}
+    clean, issues = page_crossover.sanitize_query({"xo_reps": ["1"], "xo_n": ["two"]})
+    assert clean == {"xo_reps": "2"} and {i.key: i.kind for i in issues} == {"xo_reps": "adjusted",
+                                                                           "xo_n": "malformed"}
+    clean, _ = controls.sanitize_query({"xo_reps": ["4"], "zipf_s": ["1.2"]})
+    assert clean == {"xo_reps": "4", "zipf_s": "1.2"}
 
 
 def test_sweep_over_the_engine():

@@ -183,22 +183,57 @@ def test_sweep_chart_line_and_ci_band(log_y):
 
 
 # ----------------------------------------------------------------- crossover
-def test_crossover_chart_winner_colour_and_margin_tooltip():
-    df = pd.DataFrame({"x": [4.0, 4.0, 8.0, 8.0], "y": [0.5, 1.0, 0.5, 1.0],
-                       "winner": ["naive", "hot_set", "batch", "batch"], "best_ms": [10.0, 11, 12, 13],
-                       "runner_up": ["batch", "naive", "naive", "naive"], "runner_up_ms": [11.0, 12, 18, 13.1],
-                       "margin_ms": [1.0, 1, 6, 0.1], "margin_pct": [0.1, 1 / 11, 0.5, 0.1 / 13]})
-    chart = charts.crossover_chart(df, "Arrival rate (req/s)", "Zipf s")
+def _crossover_frame() -> pd.DataFrame:
+    """Four cells: two wins (naive, batch), one tie (naive = hot_set, the CI includes zero), one failed cell."""
+    nan = np.nan
+    return pd.DataFrame({
+        "x": [4.0, 4.0, 8.0, 8.0], "y": [0.5, 1.0, 0.5, 1.0],
+        "status": ["win", "tie", "win", "none"], "verdict": ["naive", "tie", "batch", None],
+        "winner": ["naive", None, "batch", None], "best": ["naive", "naive", "batch", None],
+        "best_ms": [10.0, 11, 12, nan], "runner_up": ["batch", "hot_set", "naive", None],
+        "runner_up_ms": [11.0, 11.1, 18, nan], "margin_ms": [1.0, 0.1, 6, nan],
+        "margin_ci_low_ms": [0.5, -0.4, 5, nan], "margin_ci_high_ms": [1.5, 0.6, 7, nan],
+        "margin_pct": [0.1, 0.1 / 11, 0.5, nan], "tied": ["", "naive, hot_set", "", ""], "n": [3, 3, 3, 0],
+        "not_ranked": ["oracle (reference)"] * 3 + [""]})
+
+
+def test_crossover_chart_colours_wins_and_ties_apart_with_the_margin_ci_in_the_tooltip():
+    chart = charts.crossover_chart(_crossover_frame(), "Arrival rate (req/s)", "Zipf s")
     spec = chart.to_dict()
     rect, text = _layers(spec)
     assert rect["mark"]["type"] == "rect" and text["mark"]["type"] == "text"
-    assert rect["encoding"]["color"]["field"] == "winner"
-    assert rect["encoding"]["color"]["scale"]["domain"] == ["naive", "hot_set", "batch"]
+    color = rect["encoding"]["color"]
+    assert color["field"] == "verdict"
+    # winners in their strategy colours, then the neutral tie colour (and blank where nothing ran)
+    assert color["scale"]["domain"] == ["naive", "batch", "tie", "no result"]
+    assert color["scale"]["range"] == [charts.strategy_color("naive"), charts.strategy_color("batch"),
+                                       charts.TIE_COLOR, "#FFFFFF"]
+    assert charts.TIE_COLOR not in [charts.strategy_color(s) for s in STRATEGIES]
+    data = chart.data.set_index(["x", "y"])
+    assert data.loc[(4.0, 0.5), "verdict"] == "naive" and data.loc[(8.0, 0.5), "verdict"] == "batch"
+    assert data.loc[(4.0, 1.0), "verdict"] == "tie"  # its lowest mean (naive) does not colour it
     fields = {t["field"] for t in rect["encoding"]["tooltip"]}
-    assert {"winner", "margin_ms", "margin_pct", "runner_up", "best_ms"} <= fields
+    assert {"verdict", "tied", "best", "best_ms", "runner_up", "margin_ms", "margin_ci_low_ms", "margin_ci_high_ms",
+            "margin_pct", "n", "not_ranked"} <= fields
+    assert {t["field"] for t in text["encoding"]["tooltip"]} == fields
     assert rect["encoding"]["x"]["field"] == "x_label" and rect["encoding"]["y"]["field"] == "y_label"
-    assert list(chart.data["margin_label"]) == ["+10%", "+9.1%", "+50%", "+0.8%"]
+    assert list(chart.data["margin_label"]) == ["+10%", "tie", "+50%", ""]
+    # a win's opacity follows its margin; a tie is drawn opaque in its neutral colour
+    assert rect["encoding"]["opacity"]["field"] == "shade"
+    assert list(chart.data["shade"]) == pytest.approx([0.55 + 0.45 * 0.4, 1.0, 1.0, 1.0])
+    assert list(chart.data["text_color"]) == ["#1F2330", "#6B7280", "#1F2330", "#6B7280"]
     assert len(chart.data) == 4
+
+
+def test_crossover_chart_all_ties_and_one_replication_leads():
+    df = _crossover_frame()
+    ties = df.assign(status="tie", verdict="tie", winner=None)
+    rect = _layers(charts.crossover_chart(ties, "x", "y").to_dict())[0]
+    assert rect["encoding"]["color"]["scale"]["domain"] == ["tie"]
+    leads = df.assign(status="lead", verdict="no CI", winner=None)
+    chart = charts.crossover_chart(leads, "x", "y")
+    assert _layers(chart.to_dict())[0]["encoding"]["color"]["scale"]["range"] == [charts.NO_CI_COLOR]
+    assert set(chart.data["margin_label"]) == {"?"}
 
 
 def test_charts_from_a_real_simulation():
@@ -285,8 +320,9 @@ def test_pareto_front_and_frontier_frame():
     # d: dominated by b; f: no value, never on the front
     assert charts.pareto_front(df).tolist() == [True, True, True, False, True, False]
     fr = charts.kv_frontier_frame(df)
-    assert list(fr.columns) == ["strategy", "avg_frag", "throughput_req_s", "on_frontier"]
+    assert list(fr.columns) == ["strategy", "avg_frag", "throughput_req_s", "on_frontier", "status", "label", "note"]
     assert fr["on_frontier"].tolist() == [True, True, True, False, True, False]
+    assert fr["status"].tolist() == ["on the frontier"] * 3 + ["dominated", "on the frontier", "dominated"]
     # all zero fragmentation (paged KV): only the highest throughput is on the front
     zero = pd.DataFrame({"strategy": ["a", "b"], "avg_frag": [0.0, 0.0], "throughput_req_s": [50.0, 60.0]})
     assert charts.pareto_front(zero).tolist() == [False, True]
@@ -302,7 +338,7 @@ def test_kv_frontier_chart_points_labels_and_front_line():
     assert points["encoding"]["x"]["field"] == "avg_frag" and points["encoding"]["y"]["field"] == "throughput_req_s"
     assert points["encoding"]["color"]["field"] == "strategy"
     assert points["encoding"]["opacity"]["field"] == "status"
-    assert texts and all(t["mark"]["type"] == "text" and t["encoding"]["text"]["field"] == "strategy" for t in texts)
+    assert texts and all(t["mark"]["type"] == "text" and t["encoding"]["text"]["field"] == "label" for t in texts)
     assert line["mark"]["type"] == "line"
     assert chart.layer[0].data["strategy"].tolist() == ["slora", "single_adapter"]  # the front, by fragmentation
     assert len(chart.layer[1].data) == 5
@@ -312,6 +348,30 @@ def test_kv_frontier_chart_points_labels_and_front_line():
     assert sorted(labels) == sorted(df["strategy"])
     assert labels["single_adapter"][0] == "right" and labels["slora"][0] == "left"
     assert labels["hotset_32mb"][1] != labels["hotset_64mb"][1]
+
+
+def test_kv_frontier_frame_keeps_references_off_the_front_and_takes_the_noise_aware_status():
+    table = pd.DataFrame({"strategy": ["single_adapter", "slora", "hotset_32mb", "hotset_64mb", "round_robin_k1"],
+                          "avg_frag": [0.27, 0.014, 0.087, 0.084, 0.0],
+                          "throughput_req_s": [79.5, 68.5, 56.4, 56.6, 3.3]})
+    status = {"hotset_32mb": ("dominated", "dominated by slora"),
+              "hotset_64mb": ("not distinguishable", "not distinguishable from slora with 2 replications")}
+    fr = charts.kv_frontier_frame(table, exclude=["single_adapter"], status=status)
+    by = fr.set_index("strategy")
+    # the baseline would top the throughput axis, yet it is a reference: labelled, never on the front
+    assert not by.at["single_adapter", "on_frontier"] and by.at["single_adapter", "status"] == "reference"
+    assert by.at["single_adapter", "label"] == "single_adapter (baseline)"
+    assert by.loc[["slora", "round_robin_k1"], "on_frontier"].all()
+    assert by.at["hotset_32mb", "status"] == "dominated" and by.at["hotset_64mb", "status"] == "not distinguishable"
+    assert by.at["hotset_64mb", "note"].startswith("not distinguishable from slora")
+    chart = charts.kv_frontier_chart(fr)
+    line, points, *texts = _layers(chart.to_dict())
+    assert chart.layer[0].data["strategy"].tolist() == ["round_robin_k1", "slora"]
+    assert points["encoding"]["opacity"]["scale"]["domain"] == list(charts.FRONTIER_STATUS)
+    assert points["encoding"]["shape"]["field"] == "status"
+    assert {"status", "note"} <= {t["field"] for t in points["encoding"]["tooltip"]}
+    labels = [v for layer in chart.layer[2:] for v in layer.data["label"]]
+    assert "single_adapter (baseline)" in labels
 
 
 def test_kv_charts_from_real_simulations():
