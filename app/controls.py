@@ -11,6 +11,12 @@ dependency; ``render_sidebar`` and friends draw the widgets.
 Only the pages that use this shared scenario (What-if, Sweeps, Crossover) draw the
 controls (``render_sidebar``); the others (``render_stored``) get the same ``AppState``
 from the values remembered in session state (see "Persistence" below).
+
+No hidden state: a control's range may depend on others (the VRAM budget's maximum on the GPU),
+its value never silently does.  The hot-set size keeps the user's value whatever the budget; the
+run pins what fits (``fit_hot_set``) and a note says so.  A budget that a GPU change forces down
+shows a note and comes back when the range allows it (``_keep_valid``).  The share link
+(``share_query``) carries only what differs from the preset.
 """
 from __future__ import annotations
 
@@ -18,9 +24,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
-from engine import ENUMS, STRATEGIES, Scenario, presets
+from app import exports
+from engine import ENUMS, STRATEGIES, TRACE_CITATION, TRACES, Scenario, presets
+from engine.planner import memory_sentence
 
 PRESET_KEY = "preset"
 STRATEGY_KEY = "strategy"              # the compared set; URL: ?strategy=a&strategy=b
@@ -33,6 +41,8 @@ DEFAULT_STRATEGIES = ["naive", "hot_set", "batch"]
 MAX_REQUESTS_PER_RUN = 200_000
 #: Closed-loop runs have no fixed request count; their duration is capped instead.
 MAX_CLOSED_DURATION_S = 600.0
+#: Largest adapter count (and hot-set size) the controls offer.
+MAX_ADAPTERS = 2000
 
 SECTIONS = ["Preset", "Strategies", "Hardware and model", "Adapters", "Traffic", "Run"]
 
@@ -105,26 +115,31 @@ def _pcie_default(ctx: Ctx) -> float:
     return float(presets.get_gpu(ctx["gpu"]).pcie_gbps)
 
 
-def _adapter_slots(ctx: Ctx) -> int:
-    """Adapters of the largest size that fit in the budget (a display bound, see hot_set_k)."""
+def hot_set_limit(sc: Scenario) -> int:
+    """Most adapters hot_set can pin in ``sc``: the budget's slots minus the swap slot it keeps (and under
+    ``max_loras - 1`` and ``num_adapters``), as ``hot_set_k = -1`` pins them."""
+    try:
+        slots = int(sc.memory_plan()["adapters"] // sc.max_adapter_bytes())
+    except ZeroDivisionError:
+        slots = 0
+    hi = min(int(sc.num_adapters), slots - 1)
+    if sc.max_loras > 0:
+        hi = min(hi, int(sc.max_loras) - 1)
+    return max(hi, 0)
+
+
+def _hot_note(ctx: Ctx, v: int) -> str:
     try:
         sc = _scenario(ctx)
-        return int(sc.memory_plan()["adapters"] // sc.max_adapter_bytes())
-    except (ValueError, ZeroDivisionError):
-        return 0
-
-
-def _hot_bounds(ctx: Ctx) -> tuple[int, int, int]:
-    # hot_set pins adapters and keeps room for one swap: at most slots - 1 (and max_loras - 1).
-    hi = min(int(ctx["num_adapters"]), _adapter_slots(ctx) - 1)
-    if ctx.get("max_loras", 0) > 0:
-        hi = min(hi, int(ctx["max_loras"]) - 1)
-    return -1, max(hi, 0), 1
-
-
-def _hot_default(ctx: Ctx) -> int:
-    lo, hi, _ = _hot_bounds(ctx)
-    return int(min(max(int(ctx["_base"]["hot_set_k"]), lo), hi))
+        hi = hot_set_limit(sc)
+    except ValueError:
+        return ""
+    if v < 0:
+        return f"-1 (auto): pins {hi}, all that fit while keeping one swap slot."
+    if v > hi:
+        return (f":orange[This budget pins at most {hi} (one slot kept for swaps): hot_set pins {hi} in this run, "
+                f"not {v}. Your {v} stays set (and in the link); it applies again when the budget allows.]")
+    return ""  # within what the budget pins: nothing to add
 
 
 def _gpu_note(ctx: Ctx, v: str) -> str:
@@ -144,11 +159,12 @@ def _model_note(ctx: Ctx, v: str) -> str:
 
 
 def _vram_note(ctx: Ctx, v: float) -> str:
+    """The budget's maximum, and the memory split in words: adapters that fit, KV left, requests it holds."""
     try:
-        sc = _scenario(ctx, vram_budget_gb=v)
-        size = sc.max_adapter_bytes()
-        return (f"Up to {sc.max_vram_budget_gb():.2f} GiB on this GPU and model. "
-                f"Holds {int(v * presets.GIB // size)} adapters of {size / presets.MIB:.1f} MiB.")
+        strategies = [x for x in (ctx.get(STRATEGY_KEY) or []) if x in STRATEGIES]
+        kw = {"strategy": strategies[0]} if strategies else {}
+        sc = _scenario(ctx, vram_budget_gb=v, **kw)
+        return f"Up to {sc.max_vram_budget_gb():.2f} GiB on this GPU and model. {memory_sentence(sc)}."
     except (ValueError, ZeroDivisionError):
         return ""
 
@@ -174,13 +190,25 @@ CONTROLS: list[Control] = [
     Control("model", "Base model", "Base LLM (engine.presets.MODELS), fp16 weights. Its size and the GPU decide "
             "how much memory is left for adapters and the KV cache.", "Hardware and model", "select", str,
             options=lambda ctx: list(presets.MODELS), default=_base("model"), note=_model_note),
+    Control("trace", "Traffic source", "Empty: generated traffic (the controls below). Or replay a real "
+            "request trace shipped with the app: Azure's LLM inference traces of 2023 (conversation, coding; about "
+            "one hour each) give the arrival times and prompt/output lengths; each request's adapter is drawn from "
+            "the popularity model with the seed (the same for every strategy). " + TRACE_CITATION,
+            "Traffic", "select", str, options=lambda ctx: ["", *TRACES], default=_base("trace"),
+            note=lambda ctx, v: f"Replaying {v}: arrival rate, process and lengths come from the trace." if v
+            else ""),
+    Control("trace_time_scale", "Trace speed-up (x)", "Time compression of the replayed trace: arrival times are "
+            "divided by it, so 2 replays it twice as fast (twice the request rate), 0.5 at half the rate.",
+            "Traffic", "slider", float, bounds=_const(0.05, 10.0, 0.05), default=_base("trace_time_scale"),
+            fmt="%.2f", applies=lambda ctx: bool(ctx.get("trace"))),
     Control("prompt_tokens", "Prompt length (tokens)", "Mean prompt length per request, in tokens "
             "(prefill work; fixed lengths unless the preset draws them).", "Traffic", "slider", int,
-            bounds=_const(16, 4096, 16), default=_base("prompt_tokens")),
+            bounds=_const(16, 4096, 16), default=_base("prompt_tokens"), applies=lambda ctx: not ctx.get("trace")),
     Control("output_tokens", "Output length (tokens)", "Mean generated tokens per request (decode steps).",
-            "Traffic", "slider", int, bounds=_const(1, 1024, 1), default=_base("output_tokens")),
+            "Traffic", "slider", int, bounds=_const(1, 1024, 1), default=_base("output_tokens"),
+            applies=lambda ctx: not ctx.get("trace")),
     Control("num_adapters", "Number of adapters", "Distinct LoRA adapters the traffic is spread over.",
-            "Adapters", "slider", int, bounds=_const(1, 2000, 1), default=_base("num_adapters")),
+            "Adapters", "slider", int, bounds=_const(1, MAX_ADAPTERS, 1), default=_base("num_adapters")),
     Control("adapter_rank", "Adapter rank", "LoRA rank r of every adapter; its size is r x (in + out) x 2 bytes "
             "per targeted module per layer.", "Adapters", "slider", int, bounds=_const(1, 256, 1),
             default=_base("adapter_rank")),
@@ -205,24 +233,26 @@ CONTROLS: list[Control] = [
             "paged allocator (the kv-* presets use contiguous).", "Strategies", "select", str,
             options=lambda ctx: list(ENUMS["kv_reservation"]), default=_base("kv_reservation")),
     Control("hot_set_k", "Hot-set size (adapters)", "Adapters the hot_set strategy pins in GPU memory before "
-            "serving (most popular first); -1 = as many as fit while keeping one swap slot. The maximum is the "
-            "adapters that fit in the budget minus one.", "Strategies", "slider", int, bounds=_hot_bounds,
-            default=_hot_default),
+            "serving (most popular first); -1 = as many as fit while keeping one swap slot. Other controls never "
+            "change it: when the budget pins fewer, the run pins what fits and the note below says so.",
+            "Strategies", "number", int, bounds=_const(-1, MAX_ADAPTERS, 1), default=_base("hot_set_k"),
+            note=_hot_note),
     Control("arrival_process", "Arrival process", "Open-loop Poisson or gamma arrivals at the arrival rate, or a "
             "closed loop of clients that each send the next request when the previous one finishes.",
             "Traffic", "select", str, options=lambda ctx: list(ENUMS["arrival_process"]),
-            default=_base("arrival_process")),
+            default=_base("arrival_process"), applies=lambda ctx: not ctx.get("trace")),
     Control("arrival_rate_rps", "Arrival rate (req/s)", "Mean request arrival rate, in requests per second "
             "(open loop).", "Traffic", "slider", float, bounds=_const(0.5, 200.0, 0.5),
-            default=_base("arrival_rate_rps"), fmt="%.1f", applies=lambda ctx: ctx["arrival_process"] != "closed",
+            default=_base("arrival_rate_rps"), fmt="%.1f",
+            applies=lambda ctx: not ctx.get("trace") and ctx.get("arrival_process") != "closed",
             note=_rate_note),
     Control("arrival_cv", "Inter-arrival CV", "Coefficient of variation of gamma inter-arrival gaps "
             "(1 = Poisson, > 1 = burstier), dimensionless.", "Traffic", "slider", float,
             bounds=_const(0.25, 4.0, 0.05), default=_base("arrival_cv"), fmt="%.2f",
-            applies=lambda ctx: ctx["arrival_process"] == "gamma"),
+            applies=lambda ctx: not ctx.get("trace") and ctx.get("arrival_process") == "gamma"),
     Control("concurrency", "Clients (closed loop)", "Number of closed-loop clients, each with one request in "
             "flight.", "Traffic", "slider", int, bounds=_const(1, 512, 1), default=_base("concurrency"),
-            applies=lambda ctx: ctx["arrival_process"] == "closed"),
+            applies=lambda ctx: not ctx.get("trace") and ctx.get("arrival_process") == "closed"),
     Control("batch_window_ms", "Batch window (ms)", "How long the batch strategy holds arrivals to group them "
             "by adapter, in milliseconds.", "Strategies", "slider", float, bounds=_const(1.0, 200.0, 1.0),
             default=_base("batch_window_ms"), fmt="%.0f"),
@@ -429,6 +459,8 @@ def normalize_query(query: Mapping[str, Sequence[str]]) -> dict[str, str | list[
 # -------------------------------------------------------------- scenario build
 def cap_scenario(sc: Scenario) -> tuple[Scenario, str | None]:
     """Apply the hosted app's work cap; returns the scenario and a note if it changed."""
+    if sc.trace:  # a shipped trace: at most its ~19,400 requests
+        return sc, None
     if sc.arrival_process == "closed":
         if sc.duration_s > MAX_CLOSED_DURATION_S:
             return (sc.replace(duration_s=MAX_CLOSED_DURATION_S),
@@ -462,35 +494,65 @@ def build_scenario(values: Mapping[str, Any], base: Mapping[str, Any] | None = N
     d["strategy"] = strategies[0]
     sc = Scenario.from_dict(d)
     sc, note = cap_scenario(sc)
+    notes = [note] if note else []
+    sc, note = fit_hot_set(sc, strategies)
+    if note:
+        notes.append(note)
     sc.validate()
-    return sc, [note] if note else []
+    return sc, notes
 
 
-def share_query(values: Mapping[str, Any]) -> str:
-    """Query string carrying every control's current value (``?`` not included)."""
+def fit_hot_set(sc: Scenario, strategies: Sequence[str] = ()) -> tuple[Scenario, str | None]:
+    """The scenario the run uses when ``hot_set_k`` asks for more pins than the budget allows: the most that fit
+    (the control keeps the user's value, so raising the budget again brings it back); a note if a compared
+    strategy pins a hot set.  Never a silent change of the control itself."""
+    hi = hot_set_limit(sc)
+    if sc.hot_set_k <= hi:
+        return sc, None
+    pins = [s for s in strategies if s in STRATEGIES and STRATEGIES[s].pins_hot_set]
+    note = None
+    if pins:
+        note = (f"Hot-set size {sc.hot_set_k} is more than the {sc.vram_budget_gb:g} GiB adapter budget can pin "
+                f"while keeping a swap slot: {', '.join(pins)} pins {hi} in this run. The control and the link keep "
+                f"{sc.hot_set_k}; it applies again when the budget allows.")
+    return sc.replace(hot_set_k=hi), note
+
+
+def default_baseline(strategies: Sequence[str]) -> str | None:
+    """The What-if page's baseline when none is chosen: naive if compared, else the first strategy."""
+    return "naive" if "naive" in strategies else (strategies[0] if strategies else None)
+
+
+def share_query(values: Mapping[str, Any], fields: Mapping[str, Any] | None = None,
+                page_params: Mapping[str, str | Sequence[str]] | None = None) -> str:
+    """Short query string (``?`` not included) that reproduces ``values``: only the controls that differ from
+    their default (the preset's value; ``url_params``), the baseline if it is not the default one, and the
+    page's own parameters (``page_params``, e.g. the What-if page's replications).  ``resolve`` fills in
+    the rest, so opening it restores every control."""
     pairs: list[tuple[str, str]] = []
-    for c in CONTROLS:
-        if c.key not in values:
-            continue
-        v = values[c.key]
-        if isinstance(v, list):
-            pairs += [(c.key, str(x)) for x in v]
-        else:
-            pairs.append((c.key, _fmt(v)))
-    if values.get(BASELINE_KEY):
-        pairs.append((BASELINE_KEY, values[BASELINE_KEY]))
+    for k, v in url_params(values, fields).items():
+        pairs += [(k, x) for x in v] if isinstance(v, list) else [(k, v)]
+    strategies = list(values.get(STRATEGY_KEY) or DEFAULT_STRATEGIES)
+    b = values.get(BASELINE_KEY)
+    if b and b in strategies and b != default_baseline(strategies):
+        pairs.append((BASELINE_KEY, str(b)))
+    for k, v in (page_params or {}).items():
+        pairs += [(k, str(x)) for x in v] if isinstance(v, (list, tuple)) else [(k, str(v))]
     return urlencode(pairs)
 
 
 def conditions(sc: Scenario) -> str:
     """One line stating the scenario's conditions, for titles."""
     g, m = sc.gpu_spec, sc.model_spec
-    if sc.arrival_process == "closed":
+    if sc.trace:
+        load = f"trace {sc.trace}" + (f" x{sc.trace_time_scale:g}" if sc.trace_time_scale != 1.0 else "")
+    elif sc.arrival_process == "closed":
         load = f"closed loop, {sc.concurrency} clients"
     else:
         load = f"{sc.arrival_rate_rps:g} req/s {sc.arrival_process}"
+    pop = f"Zipf s={sc.zipf_s:g}" if sc.popularity == "zipf" else f"power law alpha={sc.power_alpha:g}"
     return (f"{g.label} · {m.label} · {load} · {sc.num_adapters} adapters (rank {sc.adapter_rank}, "
-            f"Zipf s={sc.zipf_s:g}) · {sc.vram_budget_gb:g} GiB adapter budget · PCIe {sc.pcie_gbps:g} GB/s · "
+            f"{pop}) · {sc.vram_budget_gb:g} GiB adapter budget · PCIe {sc.pcie_gbps:g} GB/s · "
             f"{sc.duration_s:g} s simulated")
 
 
@@ -529,6 +591,10 @@ _URL_CHECKED = "_url_checked"
 _URL_ISSUES = "_url_issues"
 _OVERRIDE = "_base_override"
 _URL_RESTORE = "_url_restore_retry"
+_INTENT = "_control_intent"   # key -> the value the user set, while another control's range forces a smaller one
+_SHOWN = "_control_shown"     # key -> the value the last run gave the widget (to tell the user's changes apart)
+#: The What-if page's replications control (``page_whatif.K_REPS``): set from an uploaded scenario.json.
+REPLICATIONS_PARAM = "wi_reps"
 STATE_KEY = "_app_state"
 SAVED_KEY = "_scenario_saved"
 #: Session-state keys of the shared scenario: every control, and the What-if page's baseline.
@@ -628,6 +694,7 @@ def _on_preset_change() -> None:
         if c.key not in (PRESET_KEY, STRATEGY_KEY) and c.key in values:
             ss[c.key] = values[c.key]
     ss.pop(_OVERRIDE, None)
+    ss.pop(_INTENT, None)  # the preset's values are what the user chose now
 
 
 def _on_gpu_change() -> None:
@@ -638,28 +705,61 @@ def _on_gpu_change() -> None:
 _CALLBACKS = {PRESET_KEY: _on_preset_change, "gpu": _on_gpu_change}
 
 
-def apply_scenario(sc: Scenario) -> list[Issue]:
-    """Set every control from a scenario (e.g. an uploaded scenario.json); keep its other fields."""
+def apply_scenario(sc: Scenario, strategies: Sequence[str] | None = None,
+                   replications: int | None = None) -> list[Issue]:
+    """Set every control from a scenario (e.g. an uploaded scenario.json); keep its other fields.
+
+    ``strategies``: the compared set (a scenario.json written by this app; its ``strategy`` field is the
+    baseline).  Without it (an older file, a plan), the current set plus the scenario's strategy.
+    ``replications``: the What-if page's replications control.
+    """
     ss = st.session_state
     d = sc.to_dict()
     preset = ss.get(PRESET_KEY, DEFAULT_PRESET)
     raw = {c.key: d[c.key] for c in CONTROLS if c.is_field}
     raw[PRESET_KEY] = preset
-    strategies = list(ss.get(STRATEGY_KEY) or DEFAULT_STRATEGIES)
-    if sc.strategy not in strategies:
-        strategies.append(sc.strategy)
-    raw[STRATEGY_KEY] = strategies
+    if strategies:
+        chosen = list(strategies)
+    else:
+        chosen = list(ss.get(STRATEGY_KEY) or DEFAULT_STRATEGIES)
+        if sc.strategy not in chosen:
+            chosen.append(sc.strategy)
+    raw[STRATEGY_KEY] = chosen
     values, issues = resolve(raw, source="scenario.json field", fields=d)
     for c in CONTROLS:
         if c.key != PRESET_KEY and c.key in values:
             ss[c.key] = values[c.key]
     ss[_OVERRIDE] = d
+    ss.pop(_INTENT, None)
+    if strategies and sc.strategy in values[STRATEGY_KEY]:
+        ss[BASELINE_KEY] = sc.strategy
+    if replications is not None:
+        issues += _set_page_param(REPLICATIONS_PARAM, replications, "scenario.json field `replications`")
     # fields of controls that do not apply (e.g. arrival_cv with Poisson arrivals) stay in the base
     return [i for i in issues if i.kind != "ignored"]
 
 
+def _set_page_param(key: str, value: Any, source: str) -> list[Issue]:
+    """Set a page's own control (registered in ``PAGE_PARAMS``) through that page's sanitizer."""
+    prefix = next((p for p in PAGE_PARAMS if key.startswith(p)), None)
+    if prefix is None:
+        return []
+    clean, issues = PAGE_PARAMS[prefix]({key: [str(value)]})
+    for i in issues:
+        i.message = i.message.replace(f"URL parameter `{key}`", source)
+    if key in clean:
+        try:
+            st.session_state[key] = int(clean[key])
+        except ValueError:
+            st.session_state[key] = clean[key]
+    return issues
+
+
 def on_scenario_upload() -> None:
-    """file_uploader callback: restore the uploaded scenario.json (errors kept for display)."""
+    """file_uploader callback: restore the uploaded scenario.json (errors kept for display).
+
+    Accepts this app's scenario.json (a scenario plus ``strategies`` and ``replications``) and a plain
+    scenario (older exports, the engine CLI's)."""
     ss = st.session_state
     f = ss.get("scenario_upload")
     ss.pop("_upload_error", None)
@@ -668,7 +768,7 @@ def on_scenario_upload() -> None:
         return
     try:
         text = f.getvalue().decode("utf-8")
-        sc = Scenario.from_json(text)
+        sc, strategies, replications = exports.read_scenario_json(text)
         sc.validate()
     except UnicodeDecodeError:
         ss["_upload_error"] = f"{f.name}: not UTF-8 text; expected a scenario.json file"
@@ -676,7 +776,7 @@ def on_scenario_upload() -> None:
     except ValueError as e:
         ss["_upload_error"] = f"{f.name}: {e}"
         return
-    issues = apply_scenario(sc)
+    issues = apply_scenario(sc, strategies, replications)
     msg = f"Restored {f.name}."
     if issues:
         msg += " Adjusted to the controls' ranges: " + "; ".join(i.message for i in issues)
@@ -688,16 +788,41 @@ def _keep_valid(c: Control, ctx: Ctx, bounds, options) -> None:
 
     A slider whose range changed is a new widget to Streamlit; writing the (clamped)
     value back to session state carries it over instead of resetting to the default.
+    A value another control's range forced down is remembered as the user's (``_INTENT``)
+    and comes back when the range allows it again, so the controls do not depend on the
+    path taken; ``render_sidebar`` shows a note while it differs.
     """
     ss = st.session_state
     known = ss.setdefault(_BOUNDS, {})
+    intent = ss.setdefault(_INTENT, {})
+    shown = ss.setdefault(_SHOWN, {})
     dom = bounds if bounds is not None else tuple(options or ())
     if c.key in ss:
         cur = ss[c.key]
-        fixed = clamp(c, cur, ctx)
+        if c.key in shown and cur != shown[c.key]:
+            intent.pop(c.key, None)  # the user (or the URL, a preset, an upload) set it since: that is the value
+        want = intent.get(c.key, cur)
+        fixed = clamp(c, want, ctx)
+        if fixed != want:
+            intent[c.key] = want
+        else:
+            intent.pop(c.key, None)
         if fixed != cur or (c.kind == "slider" and known.get(c.key) not in (None, dom)):
             ss[c.key] = fixed
+        shown[c.key] = fixed
     known[c.key] = dom
+
+
+def _intent_note(c: Control, ctx: Ctx) -> str:
+    """Note under a control whose value another control's range forced down (empty if none)."""
+    intent = st.session_state.get(_INTENT) or {}
+    if c.key not in intent:
+        return ""
+    want, got = intent[c.key], ctx.get(c.key)
+    unit = " GiB" if c.key == "vram_budget_gb" else ""
+    why = "this GPU, model and request lengths leave" if c.key == "vram_budget_gb" else "the controls above allow"
+    return (f":orange[Set to {_fmt(got)}{unit}: your {_fmt(want)}{unit} is more than {why}. It comes back when "
+            "they allow it again.]")
 
 
 def _restore(key: str) -> None:
@@ -787,8 +912,8 @@ def render_sidebar() -> AppState:
                 continue
             with boxes[c.section]:
                 ctx[c.key] = _widget(c, ctx)
-                if c.note is not None:
-                    note = c.note(ctx, ctx[c.key])
+                notes = [c.note(ctx, ctx[c.key]) if c.note is not None else "", _intent_note(c, ctx)]
+                for note in notes:
                     if note:
                         st.caption(note)
             if c.key == PRESET_KEY:
@@ -827,21 +952,40 @@ def _store_state(ctx: Ctx, override: dict | None) -> AppState:
     return state
 
 
-def render_share(state: AppState, page_path: str = "") -> None:
-    """Sidebar expander with the link that reproduces the current scenario."""
+def share_url(state: AppState, page_path: str = "") -> str:
+    """The link that reproduces the current scenario and the page's own settings (short: only what differs
+    from the preset and the defaults)."""
     values = dict(state.values)
     if st.session_state.get(BASELINE_KEY) in state.strategies:
         values[BASELINE_KEY] = st.session_state[BASELINE_KEY]
-    base_url = st.context.url or f"http://localhost:8501/{page_path}"
-    url = f"{base_url.split('?')[0]}?{share_query(values)}"
-    with st.sidebar.expander("Share this scenario", icon=":material/share:"):
-        st.caption("This link restores every control above (the page's browser address also tracks "
-                   "the values that differ from the preset).")
-        st.code(url, language=None, wrap_lines=True)
-        if state.override_fields:
-            st.caption("Not carried by the link: fields of the uploaded scenario.json that differ from the "
+    page = {k: st.query_params.get_all(k) for k in st.query_params
+            if any(k.startswith(p) for p in PAGE_PARAMS)}
+    base = urlsplit(st.context.url or f"http://localhost:8501/{page_path}")
+    query = share_query(values, st.session_state.get(_OVERRIDE), page)
+    return urlunsplit((base.scheme, base.netloc, base.path or "/", query, ""))
+
+
+def render_share(state: AppState, page_path: str = "", where=None) -> None:
+    """Expander with the link that reproduces the current scenario, at the top of the sidebar: ``where`` is the
+    container ``main.py`` reserved there (filled after the page ran, so the page's own settings are in it)."""
+    url = share_url(state, page_path)
+    with (where if where is not None else st.sidebar):
+        with st.expander("Share this scenario", icon=":material/share:"):
+            n = len(parse_qs(urlsplit(url).query))
+            st.code(url, language=None, wrap_lines=True)
+            # small grey text, not st.caption: the page's first caption stays its own (the scenario's conditions)
+            _small("Only what differs from the preset and the defaults "
+                   f"({n} parameter{'s' if n != 1 else ''}); opening it restores every control and this "
+                   "page's settings." if n else "Every control is at the preset's value: the page's address "
+                   "alone restores it.")
+            if state.override_fields:
+                _small("Not carried by the link: fields of the uploaded scenario.json that differ from the "
                        f"'{state.preset}' preset ({', '.join(state.override_fields)}). Share the scenario.json "
                        "(What-if page, Export) instead.")
+
+
+def _small(text: str) -> None:
+    st.markdown(f":small[:gray[{text}]]")
 
 
 def show_header(state: AppState, title: str, subtitle: str | None = None, help: str | None = None) -> None:

@@ -1,11 +1,19 @@
-"""Downloadable files built from engine results (pure pandas, no Streamlit)."""
+"""Downloadable files built from engine results (pure pandas, no Streamlit), and the reader of
+the scenario.json the app writes."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
 from engine import Scenario
+
+#: Keys a scenario.json written by the app carries besides the scenario's fields.
+STRATEGIES_KEY = "strategies"      # the compared strategies (the ``strategy`` field is the baseline)
+REPLICATIONS_KEY = "replications"  # seeds per strategy (replication k uses seed + k)
 
 
 def _stack(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -23,14 +31,65 @@ def timeseries_csv(timeseries: Mapping[str, pd.DataFrame]) -> bytes:
     return _stack(timeseries).to_csv(index=False).encode()
 
 
-def summary_frame(summaries: Mapping[str, Mapping]) -> pd.DataFrame:
-    """One row per strategy, one column per ``SimResult.summary`` key."""
-    return pd.DataFrame([{"strategy": s, **dict(m)} for s, m in summaries.items()])
+def _cell(v: Any) -> Any:
+    """A scenario field as one CSV cell: lists and dicts as JSON."""
+    return json.dumps(v, sort_keys=True) if isinstance(v, (list, tuple, dict)) else v
 
 
-def summary_csv(summaries: Mapping[str, Mapping]) -> bytes:
-    return summary_frame(summaries).to_csv(index=False).encode()
+def scenario_columns(sc: Scenario) -> dict[str, Any]:
+    """The scenario's fields as CSV columns (not ``strategy``: each row has its own)."""
+    return {k: _cell(v) for k, v in sc.to_dict().items() if k != "strategy"}
 
 
-def scenario_json(sc: Scenario) -> bytes:
-    return (sc.to_json() + "\n").encode()
+def summary_frame(summaries: Mapping[str, Mapping], scenario: Scenario | None = None) -> pd.DataFrame:
+    """One row per strategy: ``strategy``, one column per ``SimResult.summary`` key, then (with ``scenario``)
+    one column per scenario field the summary does not already report (e.g. ``load_mode``), so that the
+    file says what was simulated."""
+    rows = [{"strategy": s, **dict(m)} for s, m in summaries.items()]
+    if scenario is not None:
+        extra = scenario_columns(scenario)
+        rows = [{**r, **{k: v for k, v in extra.items() if k not in r}} for r in rows]
+    return pd.DataFrame(rows)
+
+
+def summary_csv(summaries: Mapping[str, Mapping], scenario: Scenario | None = None) -> bytes:
+    return summary_frame(summaries, scenario).to_csv(index=False).encode()
+
+
+def scenario_json(sc: Scenario, strategies: Sequence[str] | None = None, replications: int | None = None) -> bytes:
+    """Every field of ``sc`` (its ``strategy`` is the baseline), plus the compared ``strategies`` and the
+    ``replications`` when given.  ``read_scenario_json`` reads it back (and plain scenario files)."""
+    d = sc.to_dict()
+    if strategies is not None:
+        d[STRATEGIES_KEY] = list(strategies)
+    if replications is not None:
+        d[REPLICATIONS_KEY] = int(replications)
+    return (json.dumps(d, indent=2, sort_keys=True) + "\n").encode()
+
+
+def read_scenario_json(text: str) -> tuple[Scenario, list[str] | None, int | None]:
+    """The scenario, the compared strategies and the replications of a scenario.json.
+
+    A plain scenario (an older export, the engine CLI's ``scenario.json``) has neither: ``None``.  Raises
+    ValueError naming the problem (not JSON, an unknown field, a bad ``strategies`` or ``replications``).
+    """
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"scenario.json: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"scenario: expected a JSON object, got {type(d).__name__}")
+    d = dict(d)
+    strategies = d.pop(STRATEGIES_KEY, None)
+    replications = d.pop(REPLICATIONS_KEY, None)
+    if strategies is not None:
+        if isinstance(strategies, str):
+            strategies = [strategies]
+        if not isinstance(strategies, list) or not all(isinstance(x, str) for x in strategies):
+            raise ValueError(f"{STRATEGIES_KEY}: expected a list of strategy names, got {strategies!r}")
+    if replications is not None:
+        if isinstance(replications, bool) or not isinstance(replications, (int, float)) \
+                or not math.isfinite(replications) or replications != int(replications):
+            raise ValueError(f"{REPLICATIONS_KEY}: expected an integer, got {replications!r}")
+        replications = int(replications)
+    return Scenario.from_dict(d), strategies, replications

@@ -92,8 +92,8 @@ with st.spinner("Warming up the simulator (first start compiles its kernels, abo
 # scenario share link (their URL is enough); controls.py ("Persistence") keeps the scenario
 # for the next page that uses it.
 if spec.scenario:
+    share = st.sidebar.container()  # the share link, at the top of the sidebar (filled once the page ran)
     state = controls.render_sidebar()
-    controls.render_share(state, page.url_path)
 else:
     controls.render_stored()
     *others, last = [p.title for p in PAGES if p.scenario]
@@ -101,3 +101,6 @@ else:
                        f"{last} pages, which keep what you set there.")
 st.sidebar.caption(f"LoRA What-If · engine {ENGINE_VERSION}")
 page.run()
+if spec.scenario:
+    # After the page: its own URL-bound settings (e.g. What-if's replications) are in the link too.
+    controls.render_share(state, page.url_path, share)

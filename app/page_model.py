@@ -5,6 +5,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from app import page_findings
+
 MODEL_MD = Path(__file__).resolve().parent.parent / "docs" / "model.md"
 
 
@@ -16,6 +18,9 @@ def render() -> None:
                 "strategy and the metrics.", icon=":material/edit_note:")
         return
     text = MODEL_MD.read_text(encoding="utf-8")
-    if not text.lstrip().startswith("#"):
+    title, rest = page_findings.split_title(text)
+    if title is None:
         st.title("Model")
-    st.markdown(text)
+    else:
+        st.markdown(title)
+    page_findings.render_doc(rest)  # section by section, with its table of contents in the sidebar

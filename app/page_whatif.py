@@ -8,7 +8,16 @@ import pandas as pd
 import streamlit as st
 
 from app import charts, controls, exports, runner
-from engine import STRATEGIES, causes, contenders_excluded, effective_slots, mean_ci, rank
+from engine import (
+    STRATEGIES,
+    TRACE_CITATION,
+    TRACES,
+    causes,
+    contenders_excluded,
+    effective_slots,
+    mean_ci,
+    rank,
+)
 
 #: KPI tiles: summary key, label, value format, better ("lower"/"higher"), help.
 KPIS = [
@@ -331,17 +340,19 @@ def render() -> None:
     e[0].download_button("Per-request CSV", data=lambda: exports.requests_csv(req_frames), file_name="requests.csv",
                          mime="text/csv", key="dl_requests", icon=":material/download:", width="stretch",
                          help="Every simulated request of every strategy (one row per request, built on click).")
-    e[1].download_button("Summary CSV", data=exports.summary_csv(summaries), file_name="summary.csv",
+    e[1].download_button("Summary CSV", data=exports.summary_csv(summaries, sc), file_name="summary.csv",
                          mime="text/csv", key="dl_summary", icon=":material/download:", width="stretch",
-                         help="One row per strategy with every summary metric.")
+                         help="One row per strategy with every summary metric, then the scenario's fields.")
     e[2].download_button("Time-series CSV", data=exports.timeseries_csv({s: r["timeseries"] for s, r in results.items()}),
                          file_name="timeseries.csv", mime="text/csv", key="dl_timeseries",
                          icon=":material/download:", width="stretch",
                          help="Queue, batch, residency, loads and memory over time, per strategy.")
-    e[3].download_button("scenario.json", data=exports.scenario_json(sc.replace(strategy=baseline)),
+    e[3].download_button("scenario.json", data=exports.scenario_json(sc.replace(strategy=baseline), state.strategies,
+                                                                   n_reps),
                          file_name="scenario.json", mime="application/json", key="dl_scenario",
                          icon=":material/download:", width="stretch",
-                         help="Every field of this scenario; upload it below (or pass it to the engine CLI) to restore it.")
+                         help="Every field of this scenario (strategy: the baseline), the compared strategies and "
+                              "the replications; upload it below to restore them all.")
 
     u1, u2 = st.columns(2, gap="large")
     with u1:
@@ -360,6 +371,15 @@ def render() -> None:
                               f"{runner.MAX_UPLOAD_MB} MB. Replayed instead of the generated workload.")
         if st.session_state.get("_trace_error"):
             st.error(st.session_state["_trace_error"], icon=":material/error:")
+        ex = st.columns(len(TRACES))
+        for col, name in zip(ex, TRACES):
+            col.download_button(f"Example: {name}.csv", data=lambda n=name: runner.example_trace_csv(n, sc),
+                                file_name=f"{name}.csv", mime="text/csv", key=f"dl_trace_{name}",
+                                icon=":material/download:", width="stretch",
+                                help=f"{TRACES[name].get('label', name)} in the upload format, adapters drawn by "
+                                     f"this scenario's popularity model and seed (built on click). "
+                                     f"{TRACE_CITATION}")
+        st.caption("Example traces: " + TRACE_CITATION + ". Or pick one as the sidebar's traffic source.")
         if trace is not None and st.button("Stop replaying the trace", key="stop_trace"):
             st.session_state.pop("_trace", None)
             st.rerun()

@@ -11,7 +11,7 @@ import time
 
 import streamlit as st
 
-from engine import ENGINE_VERSION, Scenario, read_trace, simulate
+from engine import ENGINE_VERSION, Scenario, read_trace, shipped_trace, simulate
 
 from . import charts
 from .controls import cap_scenario
@@ -68,6 +68,17 @@ def summary(sc: Scenario) -> dict:
     """Summary metrics only (sweeps, crossover); cached separately and much smaller."""
     sc = capped(sc).validate()
     return _summary(sc.to_json(), ENGINE_VERSION)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _example_trace_csv(name: str, scenario_json: str, engine_version: str) -> bytes:
+    return shipped_trace(name, Scenario.from_json(scenario_json)).to_csv(index=False).encode()
+
+
+def example_trace_csv(name: str, sc: Scenario) -> bytes:
+    """A shipped trace in the upload format, with adapters drawn as ``sc`` draws them (replays ``sc`` exactly
+    when ``sc.trace == name``)."""
+    return _example_trace_csv(name, sc.to_json(), ENGINE_VERSION)
 
 
 def trace_record(name: str, data: bytes) -> dict:

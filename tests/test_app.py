@@ -13,7 +13,7 @@ import pytest
 from conftest import goto
 from streamlit.testing.v1 import AppTest
 
-from app import controls
+from app import controls, exports
 from app.page_whatif import fmt_value
 from engine import Scenario, simulate
 
@@ -46,7 +46,8 @@ def charts(at: AppTest) -> list:
 
 
 def scenario_of(at: AppTest, store: dict) -> Scenario:
-    return Scenario.from_json(download(at, "dl_scenario", store).decode())
+    # the app's scenario.json: a scenario plus the compared strategies and replications (app.exports reads it)
+    return exports.read_scenario_json(download(at, "dl_scenario", store).decode())[0]
 
 
 def download(at: AppTest, key: str, store: dict) -> bytes:
@@ -290,3 +291,107 @@ def test_bad_trace_names_the_first_bad_row():
     at.file_uploader(key="trace_upload").set_value(("trace.csv", _trace(bad_row=2), "text/csv"))
     ok(at.run())
     assert any("row 4" in e.value and "adapter_id" in e.value for e in at.error)
+
+
+# ------------------------------------------------- no hidden state (issue: honest verdicts, item 5)
+def _hot_note(at: AppTest) -> list[str]:
+    return [c.value for c in at.sidebar.get("caption") if "pins at most" in c.value]
+
+
+def test_lowering_then_raising_the_budget_keeps_the_hot_set_size():
+    """The hot-set size is never clamped by the budget: lowering the budget shows what the run pins (a note), the
+    control and the URL keep the user's value, and raising the budget again gives what never moving it gives."""
+    q = dict(strategy=["naive", "hot_set"], **FAST)
+    ref = ok(app(**q).run())
+    kpis = metric_values(ref)
+    at = ok(app(**q).run())
+    assert at.number_input(key="hot_set_k").value == 48
+    at.slider(key="vram_budget_gb").set_value(1.0)
+    ok(at.run())
+    assert at.number_input(key="hot_set_k").value == 48, "not clamped by the budget"
+    assert "hot_set_k" not in at.query_params, "no silent URL change"
+    assert at.session_state[controls.STATE_KEY].scenario.hot_set_k == 31  # what fits: 32 slots, one swap slot
+    note, = _hot_note(at)
+    assert "31" in note and "48" in note
+    assert any("Hot-set size 48" in i.value and "pins 31" in i.value for i in at.info), "said on the page too"
+    at.slider(key="vram_budget_gb").set_value(2.0)
+    ok(at.run())
+    assert at.number_input(key="hot_set_k").value == 48 and "hot_set_k" not in at.query_params
+    assert not _hot_note(at) and not any("Hot-set size" in i.value for i in at.info)
+    assert at.session_state[controls.STATE_KEY].scenario == ref.session_state[controls.STATE_KEY].scenario
+    assert metric_values(at) == kpis, "the same sidebar, the same results, whatever the path"
+
+
+def test_a_budget_forced_down_by_the_gpu_says_so_and_comes_back():
+    at = ok(app(strategy="naive", gpu="h100-80gb", vram_budget_gb="40", **FAST).run())
+    assert at.slider(key="vram_budget_gb").value == 40.0
+    at.selectbox(key="gpu").set_value("rtx3090")
+    ok(at.run())
+    mx = at.slider(key="vram_budget_gb").max
+    assert at.slider(key="vram_budget_gb").value == mx < 40
+    note, = [c.value for c in at.sidebar.get("caption") if "your 40 GiB" in c.value]
+    assert f"{mx:g}" in note and "comes back" in note
+    at.selectbox(key="gpu").set_value("h100-80gb")
+    ok(at.run())
+    assert at.slider(key="vram_budget_gb").value == 40.0, "the user's value, not the clamped one"
+    assert not [c.value for c in at.sidebar.get("caption") if "your 40 GiB" in c.value]
+
+
+def test_vram_caption_states_adapters_kv_and_concurrent_requests():
+    from engine.planner import memory_split
+    at = ok(app(**FAST).run())
+    m = memory_split(at.session_state[controls.STATE_KEY].scenario)
+    cap, = [c.value for c in at.sidebar.get("caption") if c.value.startswith("Up to")]
+    assert f"{m['adapters_fit']} adapters" in cap and m["adapters_fit"] == 64
+    assert f"{m['kv_gib']:.1f} GiB of KV" in cap
+    assert f"about {m['kv_concurrent_requests']:,} requests" in cap and "at once" in cap
+
+
+# ------------------------------------------------------------- exports (item 6)
+def test_summary_csv_carries_the_scenario_fields(media):
+    at = ok(app(zipf_s="1.3", strategy=["naive", "batch"], **FAST).run())
+    sc = scenario_of(at, media)
+    summ = pd.read_csv(io.BytesIO(download(at, "dl_summary", media)))
+    assert list(summ["strategy"]) == ["naive", "batch"]
+    for k in ["gpu", "model", "zipf_s", "vram_budget_gb", "arrival_rate_rps", "duration_s", "seed", "hot_set_k"]:
+        assert summ[k].tolist() == [getattr(sc, k)] * 2, k
+
+
+def test_scenario_json_round_trips_strategies_and_replications(media):
+    at = ok(app(strategy=["naive", "batch", "slora"], wi_reps="2", zipf_s="1.4", **FAST).run())
+    at.selectbox(key="baseline").set_value("batch")
+    ok(at.run())
+    data = download(at, "dl_scenario", media)
+    d = json.loads(data)
+    assert d["strategies"] == ["naive", "batch", "slora"] and d["replications"] == 2 and d["strategy"] == "batch"
+    fresh = ok(app().run())
+    assert fresh.number_input(key="wi_reps").value == 3
+    fresh.file_uploader(key="scenario_upload").set_value(("scenario.json", data, "application/json"))
+    ok(fresh.run())
+    assert [s.value for s in fresh.success] == ["Restored scenario.json."]
+    assert fresh.multiselect(key="strategy").value == ["naive", "batch", "slora"], "the compared set, not appended"
+    assert fresh.number_input(key="wi_reps").value == 2
+    assert fresh.selectbox(key="baseline").value == "batch"
+    assert fresh.slider(key="zipf_s").value == 1.4 and fresh.slider(key="duration_s").value == 60.0
+    assert len(fresh.metric) == 3 * 6
+    # a plain (older, or the engine CLI's) scenario.json still loads: its strategy joins the current set
+    old = Scenario.from_preset("default", zipf_s=0.7, duration_s=60.0, strategy="oracle").to_json().encode()
+    fresh.file_uploader(key="scenario_upload").set_value(("old.json", old, "application/json"))
+    ok(fresh.run())
+    assert [s.value for s in fresh.success] == ["Restored old.json."]
+    assert fresh.multiselect(key="strategy").value == ["naive", "batch", "slora", "oracle"]
+    assert fresh.slider(key="zipf_s").value == 0.7 and fresh.number_input(key="wi_reps").value == 2
+
+
+def test_scenario_json_with_bad_replications_is_refused():
+    sc = Scenario.from_preset("default", duration_s=60.0)
+    bad = json.dumps({**sc.to_dict(), "strategies": ["naive"], "replications": 2.5}).encode()
+    at = ok(app(**FAST).run())
+    at.file_uploader(key="scenario_upload").set_value(("bad.json", bad, "application/json"))
+    ok(at.run())
+    assert any("replications" in e.value for e in at.error)
+    clamp = json.dumps({**sc.to_dict(), "strategies": ["naive"], "replications": 50}).encode()
+    at.file_uploader(key="scenario_upload").set_value(("many.json", clamp, "application/json"))
+    ok(at.run())
+    assert at.number_input(key="wi_reps").value == 10
+    assert any("replications" in s.value and "clamped to 10" in s.value for s in at.success)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from conftest import goto
@@ -232,3 +234,78 @@ def test_a_url_that_lost_the_scenario_gets_it_back_in_place():
     assert url_scenario(at) == {"zipf_s": "1.6", "duration_s": "60"}
     ok(at.run())  # and then stays put
     assert at.sidebar.slider(key="zipf_s").value == 1.6 and url_scenario(at) == {"zipf_s": "1.6", "duration_s": "60"}
+
+
+# ------------------------------------------------------------------ links (issue: honest verdicts, item 6)
+@pytest.mark.parametrize("page", [*SCENARIO_PAGES, "findings"])
+def test_a_deep_link_with_a_corrected_value_stays_on_its_page(page):
+    """/crossover?zipf_s=-3: the URL is corrected (one rerun, controls.sanitize_url_once after st.navigation) on the
+    page it named, with a warning naming the parameter."""
+    at = app(zipf_s="-3")
+    ok(goto(at, page).run())
+    on(at, page)
+    assert any("`zipf_s`" in w.value and "clamped to 0" in w.value for w in at.warning) or page == "findings"
+    if PAGES[page][2]:
+        assert at.sidebar.slider(key="zipf_s").value == 0.0
+        assert at.query_params.get("zipf_s") == "0"
+    else:  # remembered for the scenario pages, corrected
+        assert at.session_state[controls.STATE_KEY].values["zipf_s"] == 0.0 and not url_scenario(at)
+    ok(at.run())  # and stays there
+    on(at, page)
+
+
+def _share(at: AppTest) -> str:
+    """The share link: the first thing in the sidebar, an expander with the link in a code block (copy button)."""
+    top = at.sidebar.children[0]
+    exp, = top.get("expander")
+    assert exp.label == "Share this scenario"
+    code, = top.get("code")
+    return code.value
+
+
+@pytest.mark.parametrize("page", ["whatif", "sweeps"])
+def test_share_link_is_at_the_top_short_and_reproduces_the_scenario(page):
+    at = app(zipf_s="1.2", gpu="h100-80gb", strategy=["naive", "batch"], wi_reps="2")
+    ok(goto(at, page).run())
+    on(at, page)
+    link = _share(at)
+    query = parse_qs(urlsplit(link).query)
+    # only what differs from the preset (pcie_gbps follows the GPU: not in it), and the pages' own parameters
+    assert set(query) == {"zipf_s", "gpu", "strategy", "duration_s", "wi_reps"}, query
+    again = AppTest.from_file(MAIN, default_timeout=TIMEOUT)
+    for k, v in query.items():
+        again.query_params[k] = v if k == "strategy" else v[0]
+    ok(goto(again, page).run())
+    on(again, page)
+    state, back = at.session_state[controls.STATE_KEY], again.session_state[controls.STATE_KEY]
+    assert back.scenario == state.scenario and back.strategies == state.strategies == ["naive", "batch"]
+    assert _share(again) == link
+    if page == "whatif":
+        assert again.number_input(key="wi_reps").value == 2
+        assert [(m.label, m.value) for m in again.metric] == [(m.label, m.value) for m in at.metric]
+
+
+def test_share_link_of_the_preset_is_the_bare_address():
+    at = AppTest.from_file(MAIN, default_timeout=TIMEOUT)
+    ok(at.run())
+    assert "?" not in _share(at)
+
+
+@pytest.mark.parametrize("page", ["findings", "model"])
+def test_findings_and_model_have_a_table_of_contents(page):
+    at = ok(goto(app(), page).run())
+    on(at, page)
+    md = [m.value for m in at.sidebar.get("markdown")]
+    assert "**Contents**" in md
+    toc = md[md.index("**Contents**") + 1]
+    anchors = re.findall(r"\]\(#([^)]+)\)", toc)
+    headings = [h.proto.anchor for h in [*at.main.get("header"), *at.main.get("subheader")]]
+    assert len(anchors) >= 8 and sorted(anchors) == sorted(headings), "one link per section, to its heading"
+    assert len(set(anchors)) == len(anchors)
+    if page == "findings":  # each claim opens its scenario on What-if
+        claims = [h for h in at.main.get("subheader") if re.match(r"[A-Z][A-Z0-9]*-\d+ \(seed \d\)", h.value)]
+        links = [m.value for m in at.main.get("markdown") if m.value.startswith(":material/open_in_new:")]
+        assert claims and len(links) >= len(claims)
+        for href in re.findall(r"\]\((whatif\?[^)]+)\)", "\n".join(links)):
+            clean, issues = controls.sanitize_query(parse_qs(urlsplit(href).query))
+            assert not issues and controls.PRESET_KEY in clean, href

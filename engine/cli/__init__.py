@@ -14,7 +14,7 @@ import json
 import time
 from pathlib import Path
 
-from .common import Parser, fail, jsonable, parse_pairs
+from .common import Parser, fail, jsonable, load_scenario_file, parse_pairs
 
 
 def cmd_run(a) -> int:
@@ -26,11 +26,8 @@ def cmd_run(a) -> int:
         if a.strategy:
             over["strategy"] = a.strategy
         if a.scenario:
-            try:
-                text = Path(a.scenario).read_text()
-            except OSError as e:
-                return fail(f"--scenario: cannot read {a.scenario!r} ({e.strerror})")
-            sc = Scenario.from_json(text).replace(**over) if over else Scenario.from_json(text)
+            sc = load_scenario_file(a.scenario)
+            sc = sc.replace(**over) if over else sc
         else:
             sc = Scenario.from_preset(a.preset, **over)
         sc.validate()

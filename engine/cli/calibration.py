@@ -37,7 +37,7 @@ from ..calibration import (
     tool_paths,
 )
 from ..scenario import Scenario, coerce
-from .common import fail, parse_pairs, positive_int
+from .common import fail, load_scenario_file, parse_pairs, positive_int
 
 
 def _fmt_table(t: pd.DataFrame) -> str:
@@ -55,10 +55,7 @@ def _bounds_warning(values: dict) -> list[str]:
 
 def _base(a) -> Scenario:
     if a.scenario:
-        try:
-            return Scenario.from_json(Path(a.scenario).read_text())
-        except OSError as e:
-            raise ValueError(f"--scenario: cannot read {a.scenario!r} ({e.strerror})") from None
+        return load_scenario_file(a.scenario)
     return Scenario.from_preset(a.preset)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..planner import OBJECTIVES, plan, plan_summary, server_commands
 from ..scenario import Scenario
-from .common import fail, jsonable, parse_pairs, positive_int, progress_default
+from .common import fail, jsonable, load_scenario_file, parse_pairs, positive_int, progress_default
 
 
 def _number_pairs(items, option: str) -> dict[str, float]:
@@ -69,11 +69,7 @@ def _plot(res, path: Path) -> None:
 def cmd_plan(a) -> int:
     try:
         if a.scenario:
-            try:
-                text = Path(a.scenario).read_text()
-            except OSError as e:
-                return fail(f"--scenario: cannot read {a.scenario!r} ({e.strerror})")
-            base = Scenario.from_json(text)
+            base = load_scenario_file(a.scenario)
         else:
             base = Scenario.from_preset(a.preset)
         over = parse_pairs(a.set)
