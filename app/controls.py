@@ -640,6 +640,20 @@ def current() -> AppState:
     return st.session_state[STATE_KEY]
 
 
+def url_int(key: str, raw: str, lo: int, hi: int, default: int) -> tuple[str | None, Issue | None]:
+    """A page's integer URL parameter: (clean value or None, the issue to show or None); clamped to [lo, hi]."""
+    try:
+        v = float(raw)
+        if not math.isfinite(v) or v != int(v):
+            raise ValueError
+    except ValueError:
+        return None, Issue(key, f"URL parameter `{key}`={raw!r} dropped (not an integer); using {default}",
+                           "malformed")
+    c = min(max(int(v), lo), hi)
+    issue = Issue(key, f"URL parameter `{key}`={raw!r} is outside [{lo}, {hi}]; clamped to {c}") if c != v else None
+    return str(c), issue
+
+
 def sanitize_url_once(uses_scenario: bool = True) -> None:
     """Clean ``st.query_params`` on a session's first run, before any widget binds to it.
 

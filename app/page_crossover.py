@@ -1,7 +1,6 @@
 """Crossover page: which strategy wins where, over a grid of two controls (noise-aware: ties are ties)."""
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import streamlit as st
@@ -29,20 +28,11 @@ def sanitize_query(params: Mapping[str, list[str]]) -> tuple[dict, list]:
         if key not in _INT_PARAMS:
             issues.append(controls.Issue(key, f"Unknown URL parameter `{key}` ignored", "unknown"))
             continue
-        lo, hi, default = _INT_PARAMS[key]
-        try:
-            v = float(raw)
-            if not math.isfinite(v) or v != int(v):
-                raise ValueError
-        except ValueError:
-            issues.append(controls.Issue(key, f"URL parameter `{key}`={raw!r} dropped (not an integer); "
-                                              f"using {default}", "malformed"))
-            continue
-        c = min(max(int(v), lo), hi)
-        if c != v:
-            issues.append(controls.Issue(key, f"URL parameter `{key}`={raw!r} is outside [{lo}, {hi}]; "
-                                              f"clamped to {c}"))
-        clean[key] = str(c)
+        value, issue = controls.url_int(key, raw, *_INT_PARAMS[key])
+        if issue:
+            issues.append(issue)
+        if value is not None:
+            clean[key] = value
     return clean, issues
 
 

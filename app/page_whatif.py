@@ -90,19 +90,11 @@ def sanitize_query(params: Mapping[str, list[str]]) -> tuple[dict, list]:
         vals = [str(v) for v in (vals if isinstance(vals, (list, tuple)) else [vals])]
         raw = vals[-1].strip()
         if key == K_REPS:
-            try:
-                v = float(raw)
-                if not math.isfinite(v) or v != int(v):
-                    raise ValueError
-            except ValueError:
-                issues.append(controls.Issue(key, f"URL parameter `{key}`={raw!r} dropped (not an integer); "
-                                                  f"using {DEFAULT_REPS}", "malformed"))
-                continue
-            c = min(max(int(v), 1), MAX_REPS)
-            if c != v:
-                issues.append(controls.Issue(key, f"URL parameter `{key}`={raw!r} is outside [1, {MAX_REPS}]; "
-                                                  f"clamped to {c}"))
-            clean[key] = str(c)
+            value, issue = controls.url_int(key, raw, 1, MAX_REPS, DEFAULT_REPS)
+            if issue:
+                issues.append(issue)
+            if value is not None:
+                clean[key] = value
         elif key == K_OBJECTIVE:
             if raw in OBJECTIVES:
                 clean[key] = raw
