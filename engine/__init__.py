@@ -21,7 +21,7 @@ from .scenario import ENUMS, MAX_REQUESTS, Scenario
 from .sim import SimResult, compare, simulate
 from .workload import read_trace, shipped_trace
 
-ENGINE_VERSION = "0.2.0"
+ENGINE_VERSION = "0.3.0"
 
 __all__ = ["Scenario", "SimResult", "STRATEGIES", "ENUMS", "MAX_REQUESTS", "simulate", "compare", "read_trace",
            "shipped_trace", "TRACES", "TRACE_CITATION",
