@@ -3,17 +3,16 @@ the scenario.json the app writes."""
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
-from engine import Scenario
+from engine import EXPORT_REPLICATIONS_KEY, EXPORT_STRATEGIES_KEY, Scenario
 
 #: Keys a scenario.json written by the app carries besides the scenario's fields.
-STRATEGIES_KEY = "strategies"      # the compared strategies (the ``strategy`` field is the baseline)
-REPLICATIONS_KEY = "replications"  # seeds per strategy (replication k uses seed + k)
+STRATEGIES_KEY = EXPORT_STRATEGIES_KEY      # the compared strategies (the ``strategy`` field is the baseline)
+REPLICATIONS_KEY = EXPORT_REPLICATIONS_KEY  # seeds per strategy (replication k uses seed + k)
 
 
 def _stack(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -73,23 +72,4 @@ def read_scenario_json(text: str) -> tuple[Scenario, list[str] | None, int | Non
     A plain scenario (an older export, the engine CLI's ``scenario.json``) has neither: ``None``.  Raises
     ValueError naming the problem (not JSON, an unknown field, a bad ``strategies`` or ``replications``).
     """
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"scenario.json: not valid JSON ({e.msg} at line {e.lineno})") from None
-    if not isinstance(d, dict):
-        raise ValueError(f"scenario: expected a JSON object, got {type(d).__name__}")
-    d = dict(d)
-    strategies = d.pop(STRATEGIES_KEY, None)
-    replications = d.pop(REPLICATIONS_KEY, None)
-    if strategies is not None:
-        if isinstance(strategies, str):
-            strategies = [strategies]
-        if not isinstance(strategies, list) or not all(isinstance(x, str) for x in strategies):
-            raise ValueError(f"{STRATEGIES_KEY}: expected a list of strategy names, got {strategies!r}")
-    if replications is not None:
-        if isinstance(replications, bool) or not isinstance(replications, (int, float)) \
-                or not math.isfinite(replications) or replications != int(replications):
-            raise ValueError(f"{REPLICATIONS_KEY}: expected an integer, got {replications!r}")
-        replications = int(replications)
-    return Scenario.from_dict(d), strategies, replications
+    return Scenario.from_export(text)

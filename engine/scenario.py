@@ -46,6 +46,21 @@ TRACE_FILE_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
 TRACE_TIME_SCALE_RANGE = (0.05, 50.0)
 
 
+#: Keys the dashboard's scenario.json adds to ``Scenario.to_dict()`` (``Scenario.from_export`` reads them).
+EXPORT_STRATEGIES_KEY = "strategies"      # the compared strategies (the ``strategy`` field is the baseline)
+EXPORT_REPLICATIONS_KEY = "replications"  # seeds per strategy (replication k uses seed + k)
+
+
+def _json_object(text: str) -> dict:
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"scenario.json: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"scenario: expected a JSON object, got {type(d).__name__}")
+    return dict(d)
+
+
 @dataclass(frozen=True)
 class Scenario:
     """All inputs of one run. See docs/model.md for the meaning of each field."""
@@ -175,11 +190,27 @@ class Scenario:
 
     @classmethod
     def from_json(cls, text: str) -> Scenario:
-        try:
-            d = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"scenario.json: not valid JSON ({e.msg} at line {e.lineno})") from None
-        return cls.from_dict(d)
+        return cls.from_dict(_json_object(text))
+
+    @classmethod
+    def from_export(cls, text: str) -> tuple[Scenario, list[str] | None, int | None]:
+        """The scenario, compared strategies and replications of a scenario.json as the dashboard exports it
+        (``to_dict()`` plus ``EXPORT_STRATEGIES_KEY`` and ``EXPORT_REPLICATIONS_KEY``; its ``strategy`` is the
+        baseline).  A plain scenario file has neither: ``None``.  ValueError naming the problem."""
+        d = _json_object(text)
+        strategies = d.pop(EXPORT_STRATEGIES_KEY, None)
+        replications = d.pop(EXPORT_REPLICATIONS_KEY, None)
+        if strategies is not None:
+            if isinstance(strategies, str):
+                strategies = [strategies]
+            if not isinstance(strategies, list) or not all(isinstance(x, str) for x in strategies):
+                raise ValueError(f"{EXPORT_STRATEGIES_KEY}: expected a list of strategy names, got {strategies!r}")
+        if replications is not None:
+            if isinstance(replications, bool) or not isinstance(replications, (int, float)) \
+                    or not math.isfinite(replications) or replications != int(replications):
+                raise ValueError(f"{EXPORT_REPLICATIONS_KEY}: expected an integer, got {replications!r}")
+            replications = int(replications)
+        return cls.from_dict(d), strategies, replications
 
     # ---------------------------------------------------------------- derived values
     @property

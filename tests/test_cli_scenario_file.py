@@ -15,8 +15,9 @@ def test_run_accepts_the_dashboard_export(tmp_path, capsys):
     assert main(["run", "--scenario", str(f), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["requests"] > 0
-    for bad, needle in [("[1, 2]", "holds a JSON list"), ("{", "is not valid JSON"),
-                        ('{"gpu": "tpu"}', "gpu: invalid value 'tpu'")]:
+    for bad, needle in [("[1, 2]", "expected a JSON object, got list"), ("{", "not valid JSON"),
+                        ('{"gpu": "tpu"}', "gpu: invalid value 'tpu'"),
+                        ('{"replications": 1.5}', "replications: expected an integer, got 1.5")]:
         f.write_text(bad)
         assert main(["run", "--scenario", str(f)]) == 2
         assert needle in capsys.readouterr().err

@@ -53,14 +53,9 @@ def progress_default() -> bool:
     return sys.stderr.isatty()
 
 
-#: Keys the dashboard's scenario.json adds to ``Scenario.to_dict()``: the compared strategies and the
-#: replications (its ``strategy`` field is the baseline).  The CLI reads such files and ignores them.
-EXPORT_KEYS = ("strategies", "replications")
-
-
 def load_scenario_file(path: str):
-    """The Scenario of a scenario.json (the CLI's or the dashboard's export); ValueError naming the problem."""
-    import json
+    """The Scenario of a scenario.json (the CLI's, or the dashboard's export: ``Scenario.from_export``, whose
+    compared strategies and replications the CLI ignores); ValueError naming the file and the problem."""
     from pathlib import Path
 
     from ..scenario import Scenario
@@ -69,9 +64,6 @@ def load_scenario_file(path: str):
     except OSError as e:
         raise ValueError(f"--scenario: cannot read {path!r} ({e.strerror})") from None
     try:
-        d = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"--scenario: {path!r} is not valid JSON ({e.msg} at line {e.lineno})") from None
-    if not isinstance(d, dict):
-        raise ValueError(f"--scenario: {path!r} holds a JSON {type(d).__name__}; allowed: an object of Scenario fields")
-    return Scenario.from_dict({k: v for k, v in d.items() if k not in EXPORT_KEYS})
+        return Scenario.from_export(text)[0]
+    except ValueError as e:
+        raise ValueError(f"--scenario: {path!r}: {e}") from None
