@@ -103,12 +103,8 @@ def cmd_calibrate(a) -> int:
     cols = ["case", "metric", "measured", "simulated", "rel_error"]
     print(_fmt_table(res.table[cols]))
     print(_fmt_table(summarize_errors(res.table)))
-    out = Path(a.out)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(res.scenario.to_json() + "\n")
-        err = out.with_name(out.stem + "_errors.csv")
-        res.table.to_csv(err, index=False)
+        out, err = _write_fit(a.out, res.scenario, res.table)
     except OSError as e:
         return fail(f"--out: cannot write {a.out!r} ({e.strerror})")
     print(f"wrote {out} and {err}")
@@ -161,12 +157,8 @@ def _calibrate_tools(a, base, settings, params, metrics, paths) -> int:
     if len(tf.distributions):
         print("per-request TTFT, measured vs simulated (KS = largest gap between the two CDFs):")
         print(_fmt_table(tf.distributions))
-    out = Path(a.out)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(tf.scenario.to_json() + "\n")
-        err = out.with_name(out.stem + "_errors.csv")
-        tf.table.to_csv(err, index=False)
+        out, err = _write_fit(a.out, tf.scenario, tf.table)
         prov = out.with_name(out.stem + "_provenance.json")
         cmd = "python -m engine " + " ".join(sys.argv[1:]) if sys.argv else ""
         prov.write_text(json.dumps(provenance(tf, paths, params, cmd), indent=2, default=str) + "\n")
@@ -175,6 +167,16 @@ def _calibrate_tools(a, base, settings, params, metrics, paths) -> int:
     print(f"fitted scenario: {tf.notes[0]}")
     print(f"wrote {out} (python -m engine run --scenario {out}), {err} and {prov}")
     return 0
+
+
+def _write_fit(out_arg: str, scenario: Scenario, table) -> tuple[Path, Path]:
+    """Write the fitted scenario to ``out_arg`` and its error table beside it (``<stem>_errors.csv``)."""
+    out = Path(out_arg)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(scenario.to_json() + "\n")
+    err = out.with_name(out.stem + "_errors.csv")
+    table.to_csv(err, index=False)
+    return out, err
 
 
 def cmd_validate(a) -> int:
