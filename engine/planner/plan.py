@@ -209,7 +209,7 @@ def _table(base, slo, grid, configs, runs, objective, prices, replications) -> p
         row = {"config": i, **point}
         row["strategy"] = (sc or base).strategy if "strategy" not in point else point["strategy"]
         row["feasible"] = sc is not None
-        gpu = (sc or base.replace(**{k: v for k, v in point.items() if k == "gpu"})).gpu
+        gpu = sc.gpu if sc is not None else point.get("gpu", base.gpu)
         row["price_usd_per_hour"] = prices.get(gpu, math.nan)
         if sc is not None:
             row.update(memory_split(sc))
