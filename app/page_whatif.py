@@ -281,13 +281,13 @@ def render() -> None:
                 color, arrow = ("inverse" if better == "lower" else "normal"), "auto"
                 if delta is not None and not any(ch in "123456789" for ch in delta):
                     delta, color, arrow = delta.lstrip("+-"), "off", "off"  # rounds to zero: no direction
-                shown = fmt_value(v, unit)
+                col.metric(label, fmt_value(v, unit), delta, delta_color=color, delta_arrow=arrow,
+                           help=help_ + (f" Mean over {n_reps} replications; below it, ± the half-width of its "
+                                         f"95 % CI." if n_reps > 1 else ""))
+                # the CI under the value (appended to the value, the tile would cut it off)
                 if n_reps > 1 and math.isfinite(lo):
                     half = (hi - lo) / 2
-                    shown += f" ±{half * 100:.1f}pp" if unit == "share" else f" ±{fmt_value(half, unit)}"
-                col.metric(label, shown, delta, delta_color=color, delta_arrow=arrow,
-                           help=help_ + (f" Mean over {n_reps} replications ± the half-width of its 95 % CI."
-                                         if n_reps > 1 else ""))
+                    col.caption(f"±{half * 100:.1f} pp" if unit == "share" else f"±{fmt_value(half, unit)}")
 
     # ------------------------------------------------------------------ why
     st.subheader("Why")
