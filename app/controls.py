@@ -28,6 +28,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from app import exports
 from engine import ENUMS, STRATEGIES, TRACE_CITATION, TRACES, Scenario, presets
+from engine.calibration import calibration_status
 from engine.planner import memory_sentence
 
 PRESET_KEY = "preset"
@@ -35,7 +36,7 @@ STRATEGY_KEY = "strategy"              # the compared set; URL: ?strategy=a&stra
 STRATEGY_ALIASES = ("strategies",)     # accepted in URLs, rewritten to ``strategy``
 BASELINE_KEY = "baseline"              # What-if page: strategy the deltas are against
 DEFAULT_PRESET = "default"
-DEFAULT_STRATEGIES = ["naive", "hot_set", "batch"]
+DEFAULT_STRATEGIES = ["naive", "hot_set", "batch", "vllm", "slora"]
 
 #: Hosted-app cap on the work of one simulation (open loop: rate x duration).
 MAX_REQUESTS_PER_RUN = 200_000
@@ -541,6 +542,16 @@ def share_query(values: Mapping[str, Any], fields: Mapping[str, Any] | None = No
     return urlencode(pairs)
 
 
+def preset_unchanged(state: AppState) -> bool:
+    """Whether the scenario is the preset's, as loaded (the strategy field aside)."""
+    if state.scenario is None:
+        return False
+    cur, ref = state.scenario.to_dict(), preset_dict(state.preset)
+    cur.pop("strategy", None)
+    ref.pop("strategy", None)
+    return cur == ref
+
+
 def conditions(sc: Scenario) -> str:
     """One line stating the scenario's conditions, for titles."""
     g, m = sc.gpu_spec, sc.model_spec
@@ -1002,6 +1013,18 @@ def _small(text: str) -> None:
     st.markdown(f":small[:gray[{text}]]")
 
 
+_BADGE = {"calibrated": ("green", "verified"), "modified": ("orange", "tune"),
+          "transferred": ("orange", "swap_horiz"), "uncalibrated": ("gray", "help")}
+
+
+def show_calibration(sc: Scenario) -> None:
+    """The calibration badge next to the GPU/model line: calibrated (against what, its errors) or not."""
+    status = calibration_status(sc)
+    color, icon = _BADGE[status.kind]
+    st.badge(status.label, icon=f":material/{icon}:", color=color,
+             help=status.detail + " The Validation page has the per-run errors.")
+
+
 def show_header(state: AppState, title: str, subtitle: str | None = None, help: str | None = None) -> None:
     """Page title, the scenario's conditions, link warnings and run notes."""
     st.title(title, anchor=False, help=help)
@@ -1010,6 +1033,7 @@ def show_header(state: AppState, title: str, subtitle: str | None = None, help: 
     show_url_issues()
     if state.scenario is not None:
         st.caption(conditions(state.scenario))
+        show_calibration(state.scenario)
     for n in state.notes:
         st.info(n, icon=":material/speed:")
     if state.override_fields:

@@ -16,6 +16,7 @@ from engine import (
     contenders_excluded,
     effective_slots,
     mean_ci,
+    presets,
     rank,
 )
 
@@ -260,6 +261,9 @@ def render() -> None:
     with head_l:
         icon = {"win": ":material/emoji_events:", "tie": ":material/balance:"}.get(kind, ":material/info:")
         st.info(text, icon=icon)
+        hint = presets.HINTS.get(state.preset)
+        if hint and controls.preset_unchanged(state):
+            st.caption(f":material/lightbulb: **Try next:** {hint}")
 
     # ------------------------------------------------------------------ KPI tiles
     stats = {key: {s: mean_ci(vals) for s, vals in rep_values(reps, key).items()} for key, *_ in KPIS}

@@ -23,6 +23,7 @@ MAIN = str(ROOT / "app" / "main.py")
 TIMEOUT = 180
 #: Short runs keep the page tests fast (the default preset simulates 600 s).
 FAST = {"duration_s": "60"}
+DEFAULT = Scenario.from_preset("default")
 
 
 def app(**query) -> AppTest:
@@ -61,16 +62,18 @@ def test_home_page_renders_kpis_verdict_and_charts():
     at = ok(app().run())
     assert at.title[0].value == "What-if"
     labels = [m.label for m in at.metric]
-    assert len(labels) == 3 * 6  # naive, hot_set, batch x six KPIs
+    assert len(labels) == 5 * 6  # naive, hot_set, batch, vllm, slora x six KPIs
     for label in ["TTFT p50", "TTFT p99", "Tokens / s", "Swap rate", "Swap share", "SLO met"]:
-        assert labels.count(label) == 3
-    assert any("p99 TTFT" in i.value for i in at.info)  # the default verdict objective (noise-aware)
+        assert labels.count(label) == 5
+    # the default verdict objective (noise-aware): the default scenario separates the policies
+    assert any("p99 TTFT" in i.value and "**slora**" in i.value and "wins" in i.value for i in at.info)
+    assert any("Try next:" in c.value for c in at.caption)  # the preset's hint, loaded unchanged
     assert len(charts(at)) == 8  # CDF, breakdown, six time series (incl. GPU busy and PCIe link busy)
     assert "Why" in [h.value for h in at.subheader]
     why = [m.value for m in at.markdown if "**naive**:" in m.value]
     assert why and any(k in why[0] for k in ("busy", "queue", "bottleneck", "loads", "KV", "slots"))
-    assert "NVIDIA A100 80 GB" in at.caption[0].value and "20 req/s" in at.caption[0].value
-    assert at.multiselect(key="strategy").value == ["naive", "hot_set", "batch"]
+    assert "NVIDIA A100 80 GB" in at.caption[0].value and "16 req/s" in at.caption[0].value
+    assert at.multiselect(key="strategy").value == ["naive", "hot_set", "batch", "vllm", "slora"]
     # deltas against the baseline, none on the baseline itself
     assert at.selectbox(key="baseline").value == "naive"
     assert all(m.delta in ("", None) for m in at.metric[:6])
@@ -86,7 +89,7 @@ def test_every_page_renders(page, expect):
     ok(at.run())
     assert len(at.sidebar.children) > 0, "the sidebar keeps its footer on every page"
     if expect:  # a page of the shared scenario: its controls stay in the sidebar
-        assert at.sidebar.slider(key="arrival_rate_rps").value == 20.0
+        assert at.sidebar.slider(key="arrival_rate_rps").value == DEFAULT.arrival_rate_rps
         assert at.title[0].value == expect
         assert charts(at), "the page draws its charts"
         assert not at.error
@@ -95,7 +98,7 @@ def test_every_page_renders(page, expect):
         # it ignores the scenario: no controls in the sidebar, but the scenario is remembered
         assert not at.sidebar.get("slider") and not at.sidebar.get("selectbox")
         values = at.session_state[controls.STATE_KEY].values
-        assert values["arrival_rate_rps"] == 20.0 and values["duration_s"] == 60.0
+        assert values["arrival_rate_rps"] == DEFAULT.arrival_rate_rps and values["duration_s"] == 60.0
 
 
 def test_sweeps_figure_preset_and_work_cap():
@@ -138,7 +141,7 @@ def test_preset_switch_resets_every_control():
     assert at.slider(key="vram_budget_gb").value == seed.vram_budget_gb
     assert at.slider(key="arrival_rate_rps").value == seed.arrival_rate_rps
     assert at.slider(key="num_adapters").value == seed.num_adapters
-    assert "RTX 3090" in at.caption[0].value and len(at.metric) == 18
+    assert "RTX 3090" in at.caption[0].value and len(at.metric) == 6 * len(controls.DEFAULT_STRATEGIES)
 
 
 def test_strategies_alias_in_the_url():
@@ -165,7 +168,7 @@ def test_vram_slider_range_follows_gpu_and_model():
     ok(at.run())
     mx = Scenario.from_preset("default", gpu="rtx3090").max_vram_budget_gb()
     assert mx - 0.25 < at.slider(key="vram_budget_gb").max <= mx
-    assert at.slider(key="vram_budget_gb").value == 2.0  # kept: still in range
+    assert at.slider(key="vram_budget_gb").value == DEFAULT.vram_budget_gb  # kept: still in range
 
 
 def test_query_params_restore_the_scenario(media):
@@ -252,7 +255,7 @@ def test_scenario_json_upload_restores_it():
     assert at.slider(key="arrival_rate_rps").value == 12.0
     assert at.slider(key="num_adapters").value == 150
     assert "slora" in at.multiselect(key="strategy").value
-    assert len(at.metric) == 4 * 6
+    assert len(at.metric) == 6 * len(controls.DEFAULT_STRATEGIES)  # slora is among the defaults
     assert any("service_mode" in c.value for c in at.caption)  # not carried by the URL, said so
 
 
@@ -266,7 +269,7 @@ def test_bad_scenario_json_shows_a_clear_error(content, expect):
     at.file_uploader(key="scenario_upload").set_value(("bad.json", content, "application/json"))
     ok(at.run())
     assert any(expect in e.value for e in at.error)
-    assert len(at.metric) == 18  # the current scenario is kept
+    assert len(at.metric) == 6 * len(controls.DEFAULT_STRATEGIES)  # the current scenario is kept
 
 
 def _trace(n: int = 400, bad_row: int | None = None) -> bytes:
@@ -302,7 +305,7 @@ def _hot_note(at: AppTest) -> list[str]:
 def test_lowering_then_raising_the_budget_keeps_the_hot_set_size():
     """The hot-set size is never clamped by the budget: lowering the budget shows what the run pins (a note), the
     control and the URL keep the user's value, and raising the budget again gives what never moving it gives."""
-    q = dict(strategy=["naive", "hot_set"], **FAST)
+    q = dict(preset="a100-light", strategy=["naive", "hot_set"], **FAST)  # 64 adapters fit, 48 pinned
     ref = ok(app(**q).run())
     kpis = metric_values(ref)
     at = ok(app(**q).run())
@@ -343,7 +346,7 @@ def test_vram_caption_states_adapters_kv_and_concurrent_requests():
     at = ok(app(**FAST).run())
     m = memory_split(at.session_state[controls.STATE_KEY].scenario)
     cap, = [c.value for c in at.sidebar.get("caption") if c.value.startswith("Up to")]
-    assert f"{m['adapters_fit']} adapters" in cap and m["adapters_fit"] == 64
+    assert f"{m['adapters_fit']} adapters" in cap and m["adapters_fit"] == 16
     assert f"{m['kv_gib']:.1f} GiB of KV" in cap
     assert f"about {m['kv_concurrent_requests']:,} requests" in cap and "at once" in cap
 

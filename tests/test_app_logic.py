@@ -32,7 +32,7 @@ def test_defaults_are_the_default_preset():
     assert not notes
     ref = Scenario.from_preset("default")
     assert sc.to_dict() == ref.replace(strategy=controls.DEFAULT_STRATEGIES[0]).to_dict()
-    assert values["strategy"] == ["naive", "hot_set", "batch"]
+    assert values["strategy"] == ["naive", "hot_set", "batch", "vllm", "slora"]
 
 
 def test_vram_max_follows_gpu_and_model():

@@ -31,9 +31,9 @@ def query_dict(q: str) -> dict:
 
 # ------------------------------------------------------------------ no silent clamping
 def test_hot_set_size_is_not_clamped_by_the_budget():
-    base, issues = controls.resolve({})
+    base, issues = controls.resolve({"preset": "a100-light"})  # 64 rank-16 adapters fit in 2 GiB, 48 pinned
     assert not issues and base["hot_set_k"] == 48
-    low, issues = controls.resolve({"vram_budget_gb": 1.0})
+    low, issues = controls.resolve({"preset": "a100-light", "vram_budget_gb": 1.0})
     assert not issues and low["hot_set_k"] == 48, "the control keeps the user's value"
     assert "hot_set_k" not in controls.url_params(low), "no silent URL change"
     # the run pins what fits (32 slots of 32 MiB, one kept for swaps) and says so
@@ -48,12 +48,12 @@ def test_hot_set_size_is_not_clamped_by_the_budget():
 
 
 def test_fit_hot_set_notes_only_for_strategies_that_pin():
-    sc = Scenario.from_preset("default", vram_budget_gb=1.0)
+    sc = Scenario.from_preset("a100-light", vram_budget_gb=1.0)
     fitted, note = controls.fit_hot_set(sc, ["naive", "batch"])
     assert fitted.hot_set_k == 31 and note is None
-    assert controls.fit_hot_set(Scenario.from_preset("default"), ["hot_set"]) == (Scenario.from_preset("default"),
-                                                                                 None)
-    auto = Scenario.from_preset("default", vram_budget_gb=1.0, hot_set_k=-1)
+    assert controls.fit_hot_set(Scenario.from_preset("a100-light"), ["hot_set"]) == (
+        Scenario.from_preset("a100-light"), None)
+    auto = Scenario.from_preset("a100-light", vram_budget_gb=1.0, hot_set_k=-1)
     assert controls.fit_hot_set(auto, ["hot_set"]) == (auto, None)  # -1: all that fit, nothing to say
 
 
@@ -83,7 +83,7 @@ def test_vram_caption_states_adapters_kv_and_requests():
 
 
 def test_hot_set_note_says_what_the_run_pins():
-    values, _ = controls.resolve({"vram_budget_gb": 1.0})
+    values, _ = controls.resolve({"preset": "a100-light", "vram_budget_gb": 1.0})
     note = controls.BY_KEY["hot_set_k"].note(values, 48)
     assert "31" in note and "48" in note and "stays set" in note
     assert "31" in controls.BY_KEY["hot_set_k"].note(values, -1)

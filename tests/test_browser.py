@@ -153,7 +153,7 @@ def assert_no_exception(pg) -> None:
 def test_slider_moves_charts_and_kpis_and_screenshot(page, server):
     open_app(page, server)
     assert_no_exception(page)
-    assert page.locator('[data-testid="stMetric"]').count() == 18
+    assert page.locator('[data-testid="stMetric"]').count() == 30
     SCREENSHOT.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOT))
 
@@ -194,6 +194,31 @@ def test_shared_url_restores_the_controls(page, server):
     assert "arrival_rate_rps=32" in link and "gpu=h100-80gb" in link
 
 
+def test_share_link_copy_button_and_tie_banner(page, server):
+    """Two strategies identical in effect (naive and vllm on the light preset: no slot is ever busy) give the
+    tie banner, not a trophy; the share link's copy button puts the short link on the clipboard, and opening
+    the copied link gives the same page."""
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
+    open_app(page, server, "?preset=a100-light&strategy=naive&strategy=vllm&duration_s=60")
+    assert_no_exception(page)
+    banner = page.locator('[data-testid="stAlert"]').filter(has_text="p99 TTFT").first.inner_text()
+    assert banner.startswith("balance") and "Tie on p99 TTFT" in banner  # the balance icon, not the trophy
+    assert "naive" in banner and "vllm" in banner and "wins" not in banner
+    page.get_by_test_id("stExpander").get_by_text("Share this scenario").click()
+    code = page.locator('[data-testid="stSidebar"] [data-testid="stCode"]')
+    shown = code.inner_text().strip()
+    code.hover()
+    code.get_by_role("button", name="Copy to clipboard").click()
+    page.wait_for_function("(s) => navigator.clipboard.readText().then(t => t === s)", arg=shown, timeout=10_000)
+    copied = page.evaluate("() => navigator.clipboard.readText()")
+    assert copied == shown and copied.startswith(server)
+    assert "preset=a100-light" in copied and "duration_s=60" in copied and "zipf_s" not in copied  # short
+    page.goto(copied)
+    wait_idle(page, LOAD_MS)
+    again = page.locator('[data-testid="stAlert"]').filter(has_text="p99 TTFT").first.inner_text()
+    assert again == banner
+
+
 def test_pages_without_controls_keep_the_scenario(page, server):
     """What-if -> Findings -> What-if through the top navigation, then Back and Forward: Findings shows no
     scenario controls and no scenario in its URL; What-if gets both back; no history entry loses them."""
@@ -206,7 +231,7 @@ def test_pages_without_controls_keep_the_scenario(page, server):
         assert slider(page, "Popularity skew (Zipf s)").get_attribute("value") == "1.3"
         assert slider(page, "Duration (s)").get_attribute("value") == "60"
         assert "zipf_s=1.3" in page.url and "duration_s=60" in page.url
-        assert page.locator('[data-testid="stMetric"]').count() == 18
+        assert page.locator('[data-testid="stMetric"]').count() == 30
 
     page.get_by_role("link", name="Findings").click()
     wait_run(page)
@@ -240,7 +265,7 @@ def test_bad_url_warns_and_still_renders(page, server):
     for name in ["arrival_rate_rps", "zipf_s", "foo"]:
         assert name in text, text
     assert slider(page, "Arrival rate (req/s)").get_attribute("value") == "200"
-    assert page.locator('[data-testid="stMetric"]').count() == 18
+    assert page.locator('[data-testid="stMetric"]').count() == 30
     assert "foo" not in page.url and "arrival_rate_rps=200" in page.url
 
 

@@ -16,7 +16,7 @@ REF = ROOT.parent / "shared" / "reference-data"
 needs_ref = pytest.mark.skipif(not (REF / "vllm_llama31_8b_multilora_runs.csv").is_file(),
                                reason="shared/reference-data not present")
 
-BASE = Scenario.from_preset("default", strategy="naive", duration_s=30.0, warmup_s=5.0, seed=3)
+BASE = Scenario.from_preset("a100-light", strategy="naive", duration_s=30.0, warmup_s=5.0, seed=3)
 TRUE = {"compute_eff": 0.45, "bw_eff": 0.65}
 RATES = (4.0, 10.0, 16.0)
 

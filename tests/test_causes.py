@@ -16,7 +16,7 @@ SCENARIOS = {
 
 @pytest.mark.parametrize("key", list(SCENARIOS))
 def test_each_cause_on_its_scenario(key):
-    r = simulate(Scenario.from_preset("default", **BASE, **SCENARIOS[key]))
+    r = simulate(Scenario.from_preset("a100-light", **BASE, **SCENARIOS[key]))
     got = run_causes(r)
     keys = [c.key for c in got]
     assert keys[0] == key, [c.message for c in got]

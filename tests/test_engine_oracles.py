@@ -110,7 +110,7 @@ def test_roofline_decode_step_is_weight_bound():
     from engine import presets
     w = presets.weight_bytes(m)
     kv = presets.kv_bytes_per_token(m)
-    adapter = presets.adapter_bytes(m, 16)
+    adapter = presets.adapter_bytes(m, sc.adapter_rank)
     req = r.requests.iloc[0]
     # decode steps with context prompt + g, g = 1..10
     bw = g.hbm_gbps * 1e9 * sc.bw_eff

@@ -227,7 +227,7 @@ def test_closest_server_is_said():
 
 
 def test_rank_vllm_cannot_serve():
-    sc = Scenario.from_preset("default", strategy="vllm", adapter_rank=600)
+    sc = Scenario.from_preset("default", strategy="vllm", adapter_rank=600, vram_budget_gb=2.0)
     v, s = server_commands(sc)
     assert not v.supported and v.argv == [] and "adapter_rank" in v.note
     assert s.supported and s.argv[s.argv.index("--max-lora-rank") + 1] == "600"

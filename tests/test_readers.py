@@ -25,7 +25,7 @@ from engine.calibration.readers import (
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures" / "tools"
-BASE = Scenario.from_preset("default", num_adapters=8, hot_set_k=-1, seed=3)
+BASE = Scenario.from_preset("a100-light", num_adapters=8, hot_set_k=-1, seed=3)
 TRUE = {"compute_eff": 0.45, "step_overhead_ms": 5.0}
 PARAMS = ("compute_eff", "step_overhead_ms")
 

@@ -17,6 +17,8 @@ Modules, from the bottom up (no cycles between them):
 * ``refdata``: where ``shared/reference-data`` lives;
 * ``slora_s1``, ``vllm_runs``: the reference datasets as Cases; ``feasibility``: which vLLM
   runs refuse to start (``failed_insufficient_KV_cache_memory``);
+* ``status``: whether a scenario's cost model is a calibrated preset's (``calibration_status``), with its
+  errors;
 * ``report``: the validation report (``run_validation``, docs/validation.md);
 * ``readers``: benchmark tools' result files (``vllm bench serve``, GuideLLM, AIPerf) as runs,
   replayed as Cases, fitted with a hold-out split and diagnostics (``fit_tool_runs``).
@@ -72,6 +74,7 @@ from .report import (
     run_validation,
 )
 from .slora_s1 import SLORA_SEED, slora_cases, slora_metrics, slora_trace
+from .status import CALIBRATED, FITTED_FIELDS, Calibration, CalibrationStatus, calibration_status
 from .vllm_runs import (
     SHAREGPT_MEAN_IN,
     SHAREGPT_MEAN_OUT,
@@ -109,6 +112,8 @@ __all__ = [
     "VLLM_LORA_EXTRA_VOCAB", "VLLM_LOAD_LATENCY_MS", "VLLM_PCIE_GBPS", "SHAREGPT_MEAN_IN", "SHAREGPT_MEAN_OUT",
     "vllm_slot_bytes", "vllm_trace", "vllm_metrics_factory", "vllm_cases",
     "vllm_feasibility", "feasibility_table", "feasibility_accuracy", "feasibility_reserve_bracket",
+    # whether a scenario is calibrated (the dashboard's badge)
+    "CALIBRATED", "FITTED_FIELDS", "Calibration", "CalibrationStatus", "calibration_status",
     # validation report
     "TARGETS", "FEASIBILITY_TARGET", "SLORA_PARAMS", "SLORA_TRAIN_SUITES", "VLLM_PARAMS", "VLLM_START",
     "VLLM_MAX_NFEV", "at_bounds", "run_validation",

@@ -1,0 +1,105 @@
+"""Whether a scenario's cost model is calibrated: against which measurements, with which errors.
+
+A scenario counts as calibrated when its GPU, base model and every fitted cost parameter equal those
+of a calibrated preset (``CALIBRATED``).  The error figures are copied from the per-run error tables
+``python -m engine validate`` writes (docs/validation/*_errors.csv; the seed-3 points from
+tests/test_calibrate.py); tests/test_calibration_status.py recomputes them from those files, so
+they cannot drift from docs/validation.md.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..scenario import Scenario
+
+#: The cost-model parameters a calibration fits (engine/calibration/fitting.py FIT_BOUNDS and
+#: the vLLM runs' extra ones); a scenario that changes any of them is no longer the calibrated one.
+FITTED_FIELDS = ("service_mode", "compute_eff", "bw_eff", "step_overhead_ms", "lora_ms_per_adapter",
+                 "lora_ms_per_slot", "lora_us_per_token_slot", "frontend_ms", "max_in_system")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A calibrated preset: what it was fitted to and its errors, (metric, split, MAPE %, worst %, runs)."""
+
+    preset: str
+    against: str
+    errors: tuple[tuple[str, str, float, float, int], ...]
+    caveat: str = ""
+
+
+CALIBRATED: dict[str, Calibration] = {c.preset: c for c in (
+    Calibration("slora-a10g-s1", "S-LoRA setting S1 on an A10G (slora_s1_results.csv, 9 train + 12 held-out runs)",
+                (("request throughput", "held-out", 2.3, 4.8, 12), ("mean TTFT", "held-out", 10.2, 29.9, 12),
+                 ("request throughput", "train", 1.8, 2.7, 9), ("mean TTFT", "train", 8.1, 26.9, 9))),
+    Calibration("slora-a100-80-s1", "S-LoRA setting S1 on an A100 80 GB (slora_s1_results.csv, 4 runs)",
+                (("request throughput", "train", 4.9, 7.6, 4), ("mean TTFT", "train", 46.9, 88.3, 4)),
+                caveat="in-sample only: 4 parameters fitted on 4 runs, nothing held out"),
+    Calibration("vllm-llama31-8b", "vLLM V1 runs of Llama-3.1-8B (vllm_llama31_8b_multilora_runs.csv, 30 train + "
+                "101 held-out runs; GPU most likely an H100 64 GB, unverified)",
+                (("request throughput", "held-out", 5.9, 28.3, 101), ("mean TTFT", "held-out", 45.0, 3230.5, 101),
+                 ("median TTFT", "held-out", 81.5, 6759.4, 101), ("mean TPOT", "held-out", 18.6, 53.4, 101),
+                 ("request throughput", "train", 3.4, 15.7, 30), ("mean TTFT", "train", 11.0, 54.9, 30)),
+                caveat="held-out mean TTFT misses its 25 % target (one run near saturation is off by 32x)"),
+    Calibration("seed3-llama31-8b-80gb-calibrated", "the vLLM multi-LoRA benchmark's three published "
+                "uniform-traffic points (1 / 10 / 1,000 adapters)",
+                (("output tokens/s", "train", 1.2, 1.8, 3),),
+                caveat="in-sample only: 2 parameters fitted on 3 points"),
+)}
+
+
+@dataclass(frozen=True)
+class CalibrationStatus:
+    """``kind``: "calibrated", "modified" (a calibrated GPU/model pair with other cost parameters),
+    "transferred" (fitted parameters used on another GPU or model) or "uncalibrated"."""
+
+    kind: str
+    label: str
+    detail: str
+    preset: str | None = None
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=1e-12)
+    return a == b
+
+
+def _errors_text(c: Calibration) -> str:
+    parts = [f"{m} {split} MAPE {mape:.1f} % (worst {worst:.1f} %, {n} runs)" for m, split, mape, worst, n in c.errors]
+    return "; ".join(parts) + (f"; {c.caveat}" if c.caveat else "")
+
+
+def calibration_status(sc: Scenario) -> CalibrationStatus:
+    """Whether ``sc``'s cost model is one that was checked against measurements (docs/validation.md)."""
+    diffs: dict[str, list[str]] = {}
+    for name, c in CALIBRATED.items():
+        ref = Scenario.from_preset(name)
+        changed = [f for f in FITTED_FIELDS if not _same(getattr(sc, f), getattr(ref, f))]
+        pair = sc.gpu == ref.gpu and sc.model == ref.model
+        if pair and not changed:
+            m = c.errors[:2]
+            short = ", ".join(f"{metric} MAPE {mape:.1f} %" for metric, _, mape, _, _ in m)
+            return CalibrationStatus("calibrated", f"Calibrated ({name}): {short} ({m[0][1]})",
+                                     f"Cost model fitted to {c.against}: {_errors_text(c)}.", name)
+        diffs[name] = changed
+        if pair:
+            return CalibrationStatus(
+                "modified", "Uncalibrated (modified)",
+                f"The preset {name} is calibrated for this GPU and model ({c.against}), but this scenario's "
+                f"{', '.join(changed)} {'differs' if len(changed) == 1 else 'differ'} from its fitted "
+                f"value{'s' if len(changed) > 1 else ''}: its errors do not apply.", name)
+    for name, changed in diffs.items():
+        if not changed:
+            ref = Scenario.from_preset(name)
+            return CalibrationStatus(
+                "transferred", "Uncalibrated (transferred)",
+                f"Cost parameters fitted on {name} ({ref.gpu}, {ref.model}) are used here on {sc.gpu} / "
+                f"{sc.model}: no measurement checks them on this pair.", name)
+    how = ("stated per-token times (service_mode fixed)" if sc.service_mode == "fixed" else
+           f"a roofline from the spec sheet with default efficiencies (compute {sc.compute_eff:g}, memory "
+           f"bandwidth {sc.bw_eff:g})")
+    return CalibrationStatus("uncalibrated", "Uncalibrated",
+                             f"No measurement of {sc.gpu} / {sc.model} was fitted: the cost model is {how}. The "
+                             "calibrated presets are " + ", ".join(CALIBRATED) + " (docs/validation.md).")

@@ -1,0 +1,105 @@
+"""The calibration badge (issue 15, item 8): engine.calibration.calibration_status says whether a scenario's
+cost model is a calibrated preset's, and its error figures are those of docs/validation/*_errors.csv."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from conftest import goto
+from engine import Scenario, simulate
+from engine.calibration import CALIBRATED, FITTED_FIELDS, calibration_status
+from engine.presets import SCENARIOS
+
+ROOT = Path(__file__).resolve().parent.parent
+VALIDATION = ROOT / "docs" / "validation"
+LABELS = {"request throughput": "request_throughput", "mean TTFT": "mean_ttft_ms", "median TTFT": "median_ttft_ms",
+          "mean TPOT": "mean_tpot_ms"}
+
+
+def _csv_errors(preset: str) -> pd.DataFrame:
+    if preset.startswith("slora"):
+        d = pd.read_csv(VALIDATION / "slora_s1_errors.csv")
+        d = d[d.gpu == Scenario.from_preset(preset).gpu]
+    else:
+        d = pd.read_csv(VALIDATION / "vllm_errors.csv")
+    d = d.assign(ae=d.rel_error.abs() * 100)
+    return d.groupby(["metric", "split"]).ae.agg(["mean", "max", "count"])
+
+
+@pytest.mark.parametrize("preset", ["slora-a10g-s1", "slora-a100-80-s1", "vllm-llama31-8b"])
+def test_error_figures_are_those_of_the_validation_tables(preset):
+    table = _csv_errors(preset)
+    for metric, split, mape, worst, n in CALIBRATED[preset].errors:
+        row = table.loc[(LABELS[metric], split)]
+        assert mape == pytest.approx(row["mean"], abs=0.051), (metric, split)
+        assert worst == pytest.approx(row["max"], abs=0.051), (metric, split)
+        assert n == row["count"], (metric, split)
+
+
+def test_seed3_points_error_figures():
+    errs = []
+    for n, published in [(1, 1935.0), (10, 1489.0), (1000, 884.0)]:
+        r = simulate(Scenario.from_preset("seed3-llama31-8b-80gb-calibrated", num_adapters=n))
+        errs.append(abs(r.summary["throughput_tok_s"] / published - 1) * 100)
+    (_, _, mape, worst, n), = CALIBRATED["seed3-llama31-8b-80gb-calibrated"].errors
+    assert n == 3 and mape == pytest.approx(sum(errs) / 3, abs=0.051) and worst == pytest.approx(max(errs), abs=0.051)
+
+
+def test_every_calibrated_preset_exists_and_is_calibrated():
+    assert set(CALIBRATED) <= set(SCENARIOS)
+    for name in CALIBRATED:
+        st = calibration_status(Scenario.from_preset(name))
+        assert st.kind == "calibrated" and st.preset == name and name in st.label
+        assert "MAPE" in st.label and "MAPE" in st.detail
+
+
+@pytest.mark.parametrize("preset", ["default", "a100-light", "seed1-rtx3090"])
+def test_uncalibrated_presets_say_so(preset):
+    st = calibration_status(Scenario.from_preset(preset))
+    assert st.kind == "uncalibrated" and st.preset is None and "MAPE" not in st.detail
+
+
+@pytest.mark.parametrize("field", [f for f in FITTED_FIELDS if f not in ("service_mode", "max_in_system")])
+def test_changing_a_fitted_parameter_drops_the_calibration(field):
+    sc = Scenario.from_preset("slora-a10g-s1")
+    st = calibration_status(sc.replace(**{field: getattr(sc, field) + 0.01}))
+    assert st.kind == "modified" and field in st.detail and "do not apply" in st.detail
+
+
+def test_other_controls_keep_the_calibration_but_another_gpu_does_not():
+    sc = Scenario.from_preset("vllm-llama31-8b")
+    assert calibration_status(sc.replace(arrival_rate_rps=3.0, num_adapters=64, strategy="naive")).kind == "calibrated"
+    moved = calibration_status(sc.replace(gpu="a100-80gb"))
+    assert moved.kind == "transferred" and "a100-80gb" in moved.detail
+
+
+# --------------------------------------------------------------- the badge on every scenario page
+def _badges(at: AppTest) -> list:
+    return [m for m in at.markdown if "-badge[" in m.value and "alibrated" in m.value]
+
+
+@pytest.mark.parametrize("page", ["", "sweeps", "crossover", "plan"])
+def test_badge_on_every_scenario_page(page):
+    at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=180)
+    at.query_params["duration_s"] = "60"
+    at.query_params["preset"] = "slora-a10g-s1"
+    at.run()
+    if page:
+        goto(at, page)
+        at.run()
+    assert not at.exception
+    badge, = _badges(at)
+    assert ":green-badge[" in badge.value and "Calibrated (slora-a10g-s1)" in badge.value
+    assert "MAPE 2.3 %" in badge.value and "held-out" in badge.value
+    assert "S-LoRA setting S1" in badge.help
+
+
+def test_badge_on_the_default_is_uncalibrated():
+    at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=180)
+    at.query_params["duration_s"] = "60"
+    at.run()
+    badge, = _badges(at)
+    assert ":gray-badge[" in badge.value and "Uncalibrated" in badge.value and "a100-80gb" in badge.help
