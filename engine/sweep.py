@@ -8,24 +8,33 @@
 
 Common random numbers: replication ``k`` uses seed ``base.seed + k`` for every
 strategy and grid point, so strategy comparisons are paired.  Runs are spread
-over processes (``spawn`` context: safe with Numba and threads); the result is
-one row per (grid point, strategy, replication) in a fixed order, so it does not
-depend on the number of workers.
+over processes (``spawn`` context: safe with Numba and threads), threads, or Ray
+tasks (``backend="ray"``, optional; ``engine/backends.py``); the result is one row
+per (grid point, strategy, replication) in a fixed order, so it depends neither on
+the number of workers nor on the backend.
 """
 from __future__ import annotations
 
 import itertools
 import math
-import multiprocessing as mp
-import os
 import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from .backends import (
+    BACKENDS,
+    BackendError,
+    check_backend,
+    connect_ray,
+    cpu_count,
+    import_ray,
+    pool_chunks,
+    ray_chunks,
+    shutdown_ray,
+)
 from .metrics import mean_ci
 from .policies import STRATEGIES
 from .scenario import Scenario
@@ -37,13 +46,9 @@ MAX_RUNS = 100_000
 ID_COLUMNS = ("strategy", "replication", "seed")
 
 Progress = bool | Callable[[int, int], Any]
-
-
-def cpu_count() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+__all__ = ["BACKENDS", "BackendError", "ID_COLUMNS", "check_backend", "MAX_RUNS", "build_points", "cpu_count", "half_width",
+           "metric_columns", "paired_diff_ci", "parallel_map", "ratio_ci", "run_scenarios", "run_sweep",
+           "run_sweeps", "shutdown_ray", "summarize_sweep"]
 
 
 # ---------------------------------------------------------------------------- validation
@@ -137,25 +142,36 @@ def _progress_fn(progress: Progress, total: int, desc: str = "sweep"):
 
 
 def parallel_map(fn: Callable, items: Sequence, workers: int | None = None, progress: Progress = False,
-                 desc: str = "sweep", threads: bool = False) -> list:
-    """``[fn(x) for x in items]`` over a pool, in input order whatever the number of workers.
+                 desc: str = "sweep", threads: bool = False, backend: str | None = None,
+                 ray_address: str | None = None) -> list:
+    """``[fn(x) for x in items]`` over a pool, in input order whatever the number of workers or the backend.
 
-    Processes by default (``fn`` must be a module-level function: it is pickled to ``spawn``
-    workers, which take a few seconds to start); ``threads=True`` uses threads instead, which start
-    at once and overlap inside the jitted loop (it releases the GIL: ``nogil=True``) but not in the
-    Python around it.  workers=None: one worker per core (at most one per item); workers=1: in this
-    process.  The first item runs here first: that compiles (or loads) the jitted loop once and fills
-    the on-disk Numba cache, so the workers load it instead of each compiling it again.
+    ``backend``: ``"process"`` (``fn`` must be a module-level function: it is pickled to ``spawn``
+    workers, which take a few seconds to start), ``"thread"`` (threads start at once and overlap inside
+    the jitted loop, which releases the GIL: ``nogil=True``, but not in the Python around it) or
+    ``"ray"`` (Ray tasks on a local instance or the cluster at ``ray_address`` / ``$RAY_ADDRESS``;
+    ``engine/backends.py`` says which Ray, what the workers get, and when it is shut down).  None:
+    ``"thread"`` if ``threads`` (the older spelling) else ``"process"``.  workers=None: one worker per
+    core (Ray: per CPU of the cluster), at most one per item; workers=1: in this process, whatever the
+    backend (Ray: ``workers`` sets the chunks and a new local instance's CPUs; a cluster runs as many
+    chunks at once as it has free CPUs).  The first item runs here first: that compiles (or loads) the jitted loop once and fills
+    the on-disk Numba cache, so the workers load it instead of each compiling it again.  The rest go
+    out in ~8 chunks per worker (few tasks, balanced load, a moving progress bar); each item is
+    deterministic, so neither the chunks nor the backend change the results.
     """
     _check_int("workers", workers, 1, 256, allow_none=True)
+    backend = check_backend(backend, threads, ray_address)
+    if backend == "ray":
+        import_ray()  # a missing package fails before any run
     items = list(items)
     n = len(items)
     if n > MAX_RUNS:
         raise ValueError(f"sweep: {n} runs; allowed: at most {MAX_RUNS}")
-    update, close = _progress_fn(progress, n, desc)
-    if workers is None:
+    if workers is None and backend != "ray":
         workers = cpu_count()
-    workers = max(1, min(workers, n - 1)) if n > 1 else 1
+    if n <= 2 or workers == 1:
+        workers = 1
+    update, close = _progress_fn(progress, n, desc)
     results: list = [None] * n
     try:
         update(0)
@@ -163,37 +179,28 @@ def parallel_map(fn: Callable, items: Sequence, workers: int | None = None, prog
             for i, x in enumerate(items):
                 results[i] = fn(x)
                 update(i + 1)
-        else:
-            results[0] = fn(items[0])
-            done = 1
+            return results
+        if backend == "ray":
+            ray, cpus, options = connect_ray(workers, ray_address)
+            workers = workers or cpus
+        workers = min(workers, n - 1)
+        results[0] = fn(items[0])
+        done = 1
+        update(done)
+        rest = list(range(1, n))
+        # Chunks interleave indices so slow regions of a grid are shared out.
+        n_chunks = min(len(rest), workers * 8)
+        chunks = [rest[c::n_chunks] for c in range(n_chunks)]
+        parts = (ray_chunks(ray, options, fn, items, chunks) if backend == "ray" else
+                 pool_chunks(fn, items, chunks, workers, threads=backend == "thread"))
+        for idx, rows in parts:
+            for i, row in zip(idx, rows):
+                results[i] = row
+            done += len(idx)
             update(done)
-            rest = list(range(1, n))
-            # ~8 chunks per worker: amortises pickling/IPC, keeps the load balanced and the
-            # progress bar moving.  Chunks interleave indices so slow regions are shared.
-            n_chunks = min(len(rest), workers * 8)
-            chunks = [rest[c::n_chunks] for c in range(n_chunks)]
-            pool = (ThreadPoolExecutor(max_workers=workers) if threads else
-                    ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")))
-            with pool as ex:
-                futs = {ex.submit(_map_chunk, fn, [items[i] for i in idx]): idx for idx in chunks}
-                try:
-                    for f in as_completed(futs):
-                        idx = futs[f]
-                        for i, row in zip(idx, f.result()):
-                            results[i] = row
-                        done += len(idx)
-                        update(done)
-                except BaseException:
-                    for f in futs:
-                        f.cancel()
-                    raise
     finally:
         close()
     return results
-
-
-def _map_chunk(fn: Callable, items: list) -> list:
-    return [fn(x) for x in items]
 
 
 def _simulate_summary(sc: Scenario) -> dict:
@@ -201,16 +208,19 @@ def _simulate_summary(sc: Scenario) -> dict:
 
 
 def run_scenarios(scenarios: list[Scenario], workers: int | None = None, progress: Progress = False,
-                  desc: str = "sweep") -> list[dict]:
+                  desc: str = "sweep", backend: str | None = None, ray_address: str | None = None) -> list[dict]:
     """Simulate validated scenarios; return their numeric summaries in input order.
 
     workers=None: one process per core (at most one per chunk); workers=1: in this process.
+    ``backend`` / ``ray_address``: where the runs go (``parallel_map``; default: processes).
     """
-    return parallel_map(_simulate_summary, scenarios, workers=workers, progress=progress, desc=desc)
+    return parallel_map(_simulate_summary, scenarios, workers=workers, progress=progress, desc=desc,
+                        backend=backend, ray_address=ray_address)
 
 
 def run_sweep(base: Scenario, grid: dict[str, list], strategies: list[str], replications: int,
-              workers: int | None = None, progress: Progress = False) -> pd.DataFrame:
+              workers: int | None = None, progress: Progress = False, backend: str | None = None,
+              ray_address: str | None = None) -> pd.DataFrame:
     """Simulate every (grid point x strategy x replication); one tidy row per run.
 
     Columns: the grid fields (in grid order), ``strategy``, ``replication``, ``seed``,
@@ -218,20 +228,24 @@ def run_sweep(base: Scenario, grid: dict[str, list], strategies: list[str], repl
     every strategy and grid point (common random numbers).  Rows are ordered by grid
     point (``itertools.product`` order), strategy (given order), replication, whatever
     the number of workers.  ``df.attrs["grid_fields"]`` lists the grid fields.
-    Invalid input raises ValueError naming the field before any run starts.
+    Invalid input raises ValueError naming the field before any run starts.  ``backend``:
+    ``"process"`` (default), ``"thread"`` or ``"ray"`` (with ``ray_address``; see ``parallel_map``):
+    the same rows whatever the backend.
     """
-    return run_sweeps([(base, grid, strategies)], replications, workers=workers, progress=progress)[0]
+    return run_sweeps([(base, grid, strategies)], replications, workers=workers, progress=progress,
+                      backend=backend, ray_address=ray_address)[0]
 
 
 def run_sweeps(specs: Sequence[tuple[Scenario, dict, Sequence[str]]], replications: int,
                workers: int | None = None, progress: Progress = False,
-               desc: str = "sweep") -> list[pd.DataFrame]:
-    """Several sweeps ``(base, grid, strategies)`` in one process pool; one DataFrame each.
+               desc: str = "sweep", backend: str | None = None, ray_address: str | None = None) -> list[pd.DataFrame]:
+    """Several sweeps ``(base, grid, strategies)`` in one pool; one DataFrame each.
 
     Same rules and output as ``run_sweep``; every spec is validated before any run starts.
     """
     _check_int("replications", replications, 1, 1000)
     _check_int("workers", workers, 1, 256, allow_none=True)
+    check_backend(backend, ray_address=ray_address)
     built = []
     for base, grid, strategies in specs:
         grid, strategies, points = build_points(base, grid, strategies)
@@ -250,7 +264,8 @@ def run_sweeps(specs: Sequence[tuple[Scenario, dict, Sequence[str]]], replicatio
                 tasks.append(sc.replace(seed=base.seed + k))
                 meta.append({**point, "strategy": s, "replication": k, "seed": base.seed + k})
                 owner.append(j)
-    rows = run_scenarios(tasks, workers=workers, progress=progress, desc=desc)
+    rows = run_scenarios(tasks, workers=workers, progress=progress, desc=desc, backend=backend,
+                         ray_address=ray_address)
     out = []
     for j, (_base, grid, _points) in enumerate(built):
         df = pd.DataFrame([{**m, **r} for m, r, o in zip(meta, rows, owner) if o == j])

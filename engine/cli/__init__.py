@@ -1,9 +1,9 @@
-"""Command line: ``python -m engine {run,warmup,presets,reproduce,findings,calibrate,validate,plan} ...``.
+"""Command line: ``python -m engine {run,warmup,presets,sweep,reproduce,findings,calibrate,validate,plan} ...``.
 
 The top layer of the engine: it parses arguments and calls the model
-(``run``, ``warmup``, ``presets``, here), the studies (``engine/cli/studies.py``),
-the calibration (``engine/cli/calibration.py``) and the planner (``engine/cli/plan.py``);
-nothing below imports it.
+(``run``, ``warmup``, ``presets``, here; ``sweep``, ``engine/cli/sweep.py``), the studies
+(``engine/cli/studies.py``), the calibration (``engine/cli/calibration.py``) and the planner
+(``engine/cli/plan.py``); nothing below imports it.
 
 Bad input exits with code 2 and one line naming the field; never a traceback.
 """
@@ -103,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.set_defaults(func=cmd_warmup)
     pr = sub.add_parser("presets", help="list presets, GPUs, models and strategies")
     pr.set_defaults(func=cmd_presets)
-    from . import calibration, plan, studies  # the commands of the layers below the CLI
+    from . import calibration, plan, studies, sweep  # the commands of the layers below the CLI
+    sweep.add_commands(sub)
     studies.add_commands(sub)
     calibration.add_commands(sub)
     plan.add_commands(sub)

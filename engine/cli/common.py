@@ -30,6 +30,46 @@ def parse_pairs(items, option: str = "--set", what: str = "field=value") -> dict
     return out
 
 
+def parse_grid(items) -> dict[str, list[str]]:
+    """``["gpu=a,b", "max_loras=8;16"]`` -> ``{"gpu": ["a", "b"], "max_loras": ["8", "16"]}`` (``--grid``)."""
+    out = {}
+    for k, v in parse_pairs(items, "--grid", "field=value1,value2,...").items():
+        vals = [x.strip() for x in v.split(";" if ";" in v else ",") if x.strip()]
+        if not vals:
+            raise ValueError(f"--grid: {k}: no values; allowed: field=value1,value2,...")
+        if k in out:
+            raise ValueError(f"--grid: field {k!r} given twice; allowed: once, with all its values")
+        out[k] = vals
+    return out
+
+
+def add_backend_args(p, default: str) -> None:
+    """``--backend`` and ``--ray-address`` (engine/backends.py); ``default`` names the command's own default."""
+    p.add_argument("--backend", choices=("process", "thread", "ray"), default=None,
+                   help=f"where the runs go (default: {default}); ray: pip install \"ray[default]\"")
+    p.add_argument("--ray-address", metavar="ADDR", default=None,
+                   help="Ray cluster to use (implies --backend ray; default: $RAY_ADDRESS, else a local Ray)")
+
+
+def backend_args(a) -> dict:
+    """``{"backend": ..., "ray_address": ...}`` from the parsed flags; ValueError naming a bad combination."""
+    backend, address = a.backend, a.ray_address
+    if address is not None:
+        if not address.strip():
+            raise ValueError("--ray-address: invalid value ''; allowed: a Ray address such as auto or host:6379")
+        if backend not in (None, "ray"):
+            raise ValueError(f"--ray-address: given with --backend {backend}; allowed: only with --backend ray")
+        backend = "ray"
+    return {"backend": backend, "ray_address": address}
+
+
+def end_backend(kw: dict) -> None:
+    """After a command: shut down the Ray instance it started, if any (a CLI run leaves nothing behind)."""
+    if kw.get("backend") == "ray":
+        from ..backends import shutdown_ray
+        shutdown_ray()
+
+
 def jsonable(d):
     """Non-finite floats -> None, so that ``json.dumps(..., allow_nan=False)`` succeeds."""
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}

@@ -3,6 +3,7 @@
     python -m engine plan --preset default --slo ttft_p99_ms=500 \\
         --grid gpu=a100-80gb,h100-80gb --grid max_loras=8,16,32 --grid strategy=vllm,slora \\
         [--objective max_rate] [--replications 3] [--price h100-80gb=2.5] [--out DIR] [--json]
+        [--workers N] [--backend thread|process|ray] [--ray-address ADDR]
 
 Writes ``plan.csv`` (one row per configuration, ranked, ties marked), ``plan.json`` (the
 inputs, the recommendation and its server command lines) and ``plan.png`` (goodput against
@@ -15,9 +16,21 @@ import math
 import time
 from pathlib import Path
 
+from ..backends import BackendError
 from ..planner import OBJECTIVES, plan, plan_summary, server_commands
 from ..scenario import Scenario
-from .common import fail, jsonable, load_scenario_file, parse_pairs, positive_int, progress_default
+from .common import (
+    add_backend_args,
+    backend_args,
+    end_backend,
+    fail,
+    jsonable,
+    load_scenario_file,
+    parse_grid,
+    parse_pairs,
+    positive_int,
+    progress_default,
+)
 
 
 def _number_pairs(items, option: str) -> dict[str, float]:
@@ -27,18 +40,6 @@ def _number_pairs(items, option: str) -> dict[str, float]:
             out[k] = float(v)
         except ValueError:
             raise ValueError(f"{option}: {k}: invalid value {v!r}; allowed: a number") from None
-    return out
-
-
-def _grid(items) -> dict[str, list[str]]:
-    out = {}
-    for k, v in parse_pairs(items, "--grid", "field=value1,value2,...").items():
-        vals = [x.strip() for x in v.split(";" if ";" in v else ",") if x.strip()]
-        if not vals:
-            raise ValueError(f"--grid: {k}: no values; allowed: field=value1,value2,...")
-        if k in out:
-            raise ValueError(f"--grid: field {k!r} given twice; allowed: once, with all its values")
-        out[k] = vals
     return out
 
 
@@ -67,7 +68,9 @@ def _plot(res, path: Path) -> None:
 
 
 def cmd_plan(a) -> int:
+    kw = {}
     try:
+        kw = backend_args(a)
         if a.scenario:
             base = load_scenario_file(a.scenario)
         else:
@@ -78,15 +81,17 @@ def cmd_plan(a) -> int:
         slo = _number_pairs(a.slo, "--slo")
         if not slo:
             return fail("--slo: missing; allowed: metric=threshold, e.g. --slo ttft_p99_ms=500")
-        grid = _grid(a.grid)
+        grid = parse_grid(a.grid)
         prices = _number_pairs(a.price, "--price")
         t0 = time.perf_counter()
         res = plan(base, slo, grid, replications=a.replications, objective=a.objective,
                    gpu_prices_usd_per_hour=prices, workers=a.workers,
-                   progress=progress_default() and not a.json)
+                   progress=progress_default() and not a.json, **kw)
         wall = time.perf_counter() - t0
-    except ValueError as e:
+    except (ValueError, BackendError) as e:
         return fail(str(e))
+    finally:
+        end_backend(kw)
     best_cmds = []
     if res.best is not None:
         best_cmds = [{"server": c.server, "supported": c.supported, "command": c.text, "note": c.note,
@@ -136,6 +141,7 @@ def add_commands(sub) -> None:
     p.add_argument("--replications", type=positive_int("--replications"), default=3)
     p.add_argument("--price", action="append", metavar="GPU=USD_PER_HOUR", help="override a GPU price preset")
     p.add_argument("--workers", type=positive_int("--workers"), default=None)
+    add_backend_args(p, "thread")
     p.add_argument("--out", help="directory for plan.csv, plan.json, plan.png")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(func=cmd_plan)

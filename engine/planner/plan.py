@@ -23,7 +23,7 @@ import pandas as pd
 from ..metrics import mean_ci
 from ..ranking import rank
 from ..scenario import Scenario, coerce
-from ..sweep import Progress, parallel_map
+from ..sweep import Progress, check_backend, parallel_map
 from . import search
 from .memory import memory_split, vllm_slot_budget_gb
 from .prices import cost_per_mtok_usd, price_table
@@ -139,7 +139,8 @@ def _config_task(args) -> list[dict]:
 def plan(base: Scenario, slo: dict, grid: dict, replications: int = 3, objective: str = "max_rate",
          rel_tol: float = 0.03, probe_requests: int | None = 6000,
          gpu_prices_usd_per_hour: Mapping[str, float] | None = None,
-         workers: int | None = None, progress: Progress = False, threads: bool = True) -> PlanResult:
+         workers: int | None = None, progress: Progress = False, threads: bool = True,
+         backend: str | None = None, ray_address: str | None = None) -> PlanResult:
     """Rank configurations by the objective under the SLO (see the module docstring).
 
     ``slo``: ``{summary metric: threshold}`` (``slo.SLO_METRICS`` says which are bounds from above or
@@ -150,11 +151,14 @@ def plan(base: Scenario, slo: dict, grid: dict, replications: int = 3, objective
     ``probe_requests``: each probe's measurement window is shortened (never lengthened) to about this
     many arrivals (None: the base scenario's window).  Raises ValueError naming the bad argument
     before any simulation.  ``workers``/``threads``: the pool (``engine.sweep.parallel_map``; threads by
-    default: no start-up cost, and the jitted loop runs outside the GIL).
+    default: no start-up cost, and the jitted loop runs outside the GIL).  ``backend``: ``"thread"``,
+    ``"process"`` or ``"ray"`` (with ``ray_address`` or ``$RAY_ADDRESS``: a cluster); it overrides
+    ``threads``; the table is the same whatever the backend.
     """
     if not isinstance(base, Scenario):
         raise ValueError(f"base: expected engine.Scenario, got {type(base).__name__}")
     base = base.validate()
+    check_backend(backend, threads, ray_address)
     slo = check_slo(slo)
     if objective not in OBJECTIVES:
         raise ValueError(f"objective: invalid value {objective!r}; allowed: {', '.join(OBJECTIVES)}")
@@ -185,7 +189,7 @@ def plan(base: Scenario, slo: dict, grid: dict, replications: int = 3, objective
     seeds = [base.seed + k for k in range(replications)]
     tasks = [(configs[i][1], seeds, slo, objective, float(rel_tol), probe_requests) for i in feasible]
     per_config = parallel_map(_config_task, tasks, workers=workers, progress=progress, desc="plan",
-                              threads=threads) if tasks else []
+                              threads=threads, backend=backend, ray_address=ray_address) if tasks else []
     owner = [(i, k) for i in feasible for k in range(replications)]
     results = [r for rs in per_config for r in rs]
     runs = pd.DataFrame([{"config": i, "replication": k, "value": r["value"], "probes": r["probes"],
