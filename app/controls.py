@@ -20,6 +20,8 @@ shows a note and comes back when the range allows it (``_keep_valid``).  The sha
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +29,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from app import exports
-from engine import ENUMS, STRATEGIES, TRACE_CITATION, TRACES, Scenario, presets
+from engine import ENUMS, STRATEGIES, TRACE_CITATION, TRACES, Scenario, model_from_hf_config, presets
 from engine.calibration import calibration_status
 from engine.planner import memory_sentence
 
@@ -808,6 +810,64 @@ def on_scenario_upload() -> None:
     ss["_upload_msg"] = msg
 
 
+#: An uploaded config.json: at most this many bytes (a real one is 1-5 KB), and at most this many models
+#: registered by uploads in one server process (they are shared by every session of the process).
+MAX_CONFIG_BYTES = 256 * 1024
+MAX_UPLOADED_MODELS = 200
+
+
+def register_config(data: bytes, filename: str = "config.json") -> tuple[str, str]:
+    """Register the model a Hugging Face config.json defines (engine.model_from_hf_config); returns (model name,
+    message).  ValueError naming the file and the bad field for anything the engine refuses.  A name taken by
+    a different model gets the definition's hash appended, so an upload never replaces a preset."""
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ValueError(f"{filename}: {len(data) / 1024:.0f} KB; allowed: at most {MAX_CONFIG_BYTES // 1024} KB "
+                         "(a config.json is a few KB)")
+    try:
+        config = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{filename}: not UTF-8 text; expected a Hugging Face config.json") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{filename}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{filename}: invalid value: a JSON {type(config).__name__}; allowed: a JSON object "
+                         "(a Hugging Face config.json)")
+    try:
+        model = model_from_hf_config(config)
+        known = presets.MODELS.get(model.name)
+        if known is not None and known != model:
+            digest = hashlib.sha256(json.dumps(presets.model_to_dict(model), sort_keys=True).encode()).hexdigest()
+            model = model_from_hf_config(config, name=f"{model.name}-{digest[:8]}")
+        if model.name not in presets.MODELS:
+            uploaded = sum(1 for n in presets.MODELS if not presets.is_preset_model(n))
+            if uploaded >= MAX_UPLOADED_MODELS:
+                raise ValueError(f"{uploaded} uploaded models in this server; allowed: at most "
+                                 f"{MAX_UPLOADED_MODELS} (restart the server to clear them)")
+        presets.register_model(model)
+    except ValueError as e:
+        raise ValueError(f"{filename}: {e}") from None
+    gib = presets.weight_bytes(model) / presets.GIB
+    return model.name, (f"Added **{model.name}** from {filename}: {model.n_params / 1e9:.2f} B parameters, "
+                        f"{gib:.1f} GiB of fp16 weights, {model.n_layers} layers; selected as the base model.")
+
+
+def on_config_upload() -> None:
+    """file_uploader callback: register the uploaded config.json's model and select it."""
+    ss = st.session_state
+    f = ss.get("config_upload")
+    ss.pop("_config_error", None)
+    ss.pop("_config_msg", None)
+    if f is None:
+        return
+    try:
+        name, msg = register_config(f.getvalue(), f.name)
+    except ValueError as e:
+        ss["_config_error"] = str(e)
+        return
+    ss["model"] = name
+    ss["_config_msg"] = msg
+
+
 def _keep_valid(c: Control, ctx: Ctx, bounds, options) -> None:
     """Before the widget exists: force its stored value into the current domain.
 
@@ -1003,6 +1063,10 @@ def render_share(state: AppState, page_path: str = "", where=None) -> None:
                    f"({n} parameter{'s' if n != 1 else ''}); opening it restores every control and this "
                    "page's settings." if n else "Every control is at the preset's value: the page's address "
                    "alone restores it.")
+            if state.scenario is not None and not presets.is_preset_model(state.scenario.model):
+                _small(f"The base model {state.scenario.model} was uploaded (config.json): the link opens it on "
+                       "this server while it runs; elsewhere share the scenario.json (What-if page, Export), "
+                       "which carries the model's definition.")
             if state.override_fields:
                 _small("Not carried by the link: fields of the uploaded scenario.json that differ from the "
                        f"'{state.preset}' preset ({', '.join(state.override_fields)}). Share the scenario.json "

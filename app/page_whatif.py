@@ -350,7 +350,7 @@ def render() -> None:
                          help="Every field of this scenario (strategy: the baseline), the compared strategies and "
                               "the replications; upload it below to restore them all.")
 
-    u1, u2 = st.columns(2, gap="large")
+    u1, u2, u3 = st.columns(3, gap="large")
     with u1:
         st.file_uploader("Restore a scenario.json", type=["json"], key="scenario_upload",
                          on_change=controls.on_scenario_upload, max_upload_size=runner.MAX_UPLOAD_MB,
@@ -379,3 +379,13 @@ def render() -> None:
         if trace is not None and st.button("Stop replaying the trace", key="stop_trace"):
             st.session_state.pop("_trace", None)
             st.rerun()
+    with u3:
+        st.file_uploader("Add a base model (Hugging Face config.json)", type=["json"], key="config_upload",
+                         on_change=controls.on_config_upload, max_upload_size=1,
+                         help="A model's config.json from the Hugging Face Hub (llama, mistral, qwen2, phi, gemma, "
+                              "gpt_neox families; engine.model_from_hf_config). It joins the Base model list for "
+                              f"this server's sessions; at most {controls.MAX_CONFIG_BYTES // 1024} KB.")
+        if st.session_state.get("_config_error"):
+            st.error(st.session_state["_config_error"], icon=":material/error:")
+        elif st.session_state.get("_config_msg"):
+            st.success(st.session_state["_config_msg"], icon=":material/check_circle:")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import goto
 from streamlit.testing.v1 import AppTest
 
-from conftest import goto
 from engine import Scenario, simulate
 from engine.calibration import CALIBRATED, FITTED_FIELDS, calibration_status
 from engine.presets import SCENARIOS
