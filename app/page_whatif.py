@@ -225,17 +225,8 @@ def render() -> None:
     if trace is not None:
         n_reps = 1
 
-    results: dict[str, dict] = {}
-    reps: dict[str, list[dict]] = {}
-    failed: dict[str, str] = {}
     with st.spinner("Simulating..."):
-        for s in state.strategies:
-            try:
-                results[s] = runner.run(sc.replace(strategy=s), trace)
-                reps[s] = [results[s]["summary"]] + [runner.summary(sc.replace(strategy=s, seed=sc.seed + k))
-                                                     for k in range(1, n_reps)]
-            except ValueError as e:
-                failed[s] = str(e)
+        results, reps, failed = runner.run_replications(sc, state.strategies, n_reps, trace)
     if trace is not None and failed and all(m.startswith("trace:") for m in failed.values()):
         st.error(f"The trace CSV was rejected: {next(iter(failed.values()))}", icon=":material/error:")
         if st.button("Stop replaying the trace"):

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from engine import ENGINE_VERSION, Scenario, read_trace, shipped_trace, simulate
 
@@ -85,3 +89,47 @@ def trace_record(name: str, data: bytes) -> dict:
     if len(data) > MAX_UPLOAD_MB * 1024 * 1024:
         raise ValueError(f"trace: {name} is {len(data) / 2**20:.1f} MB; allowed: at most {MAX_UPLOAD_MB} MB")
     return {"name": name, "data": data, "digest": hashlib.sha256(data).hexdigest(), "size": len(data)}
+
+
+#: Threads one rerun spreads its simulations over (the jitted loop releases the GIL: ``nogil=True``).
+RUN_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+#: One pool per server process, shared by its sessions (first come, first served).
+_POOL = ThreadPoolExecutor(max_workers=RUN_THREADS, thread_name_prefix="whatif-sim")
+
+
+def run_replications(sc: Scenario, strategies: list[str], n_reps: int, trace: dict | None = None
+                     ) -> tuple[dict[str, dict], dict[str, list[dict]], dict[str, str]]:
+    """Every strategy's full result (replication 0) and the summaries of replications 1..n_reps-1 (seed + k:
+    common random numbers), on ``RUN_THREADS`` threads; through the caches of ``run`` and ``summary``.
+    Returns (results, reps, failed): ``failed`` maps a strategy to the ValueError message it raised."""
+    ctx = get_script_run_ctx()
+
+    def job(s: str, k: int):
+        if ctx is not None:
+            add_script_run_ctx(threading.current_thread(), ctx)
+        try:
+            if k == 0:
+                return run(sc.replace(strategy=s), trace)
+            return summary(sc.replace(strategy=s, seed=sc.seed + k))
+        except ValueError as e:
+            return e
+
+    jobs = [(s, k) for s in strategies for k in range(n_reps)]
+    futures = [_POOL.submit(job, s, k) for s, k in jobs]
+    out = [f.result() for f in futures]
+    results: dict[str, dict] = {}
+    reps: dict[str, list[dict]] = {}
+    failed: dict[str, str] = {}
+    for (s, k), r in zip(jobs, out):
+        if s in failed:
+            continue
+        if isinstance(r, ValueError):
+            failed[s] = str(r)
+            results.pop(s, None)
+            reps.pop(s, None)
+        elif k == 0:
+            results[s] = r
+            reps[s] = [r["summary"]]
+        else:
+            reps[s].append(r)
+    return results, reps, failed
