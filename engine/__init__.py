@@ -12,6 +12,7 @@ the layers).
 """
 from . import presets
 from .bottlenecks import Cause, causes, effective_slots, run_causes
+from .kernels import DENSE_OPS, KERNEL_PARAMS, dense_layer_ms, dense_op_ms
 from .metrics import mean_ci
 from .policies import STRATEGIES, contenders_excluded
 from .presets import model_from_hf_config
@@ -25,4 +26,5 @@ ENGINE_VERSION = "0.3.0"
 
 __all__ = ["Scenario", "SimResult", "STRATEGIES", "ENUMS", "MAX_REQUESTS", "EXPORT_STRATEGIES_KEY", "EXPORT_REPLICATIONS_KEY", "simulate", "compare", "read_trace",
            "shipped_trace", "TRACES", "TRACE_CITATION",
-           "mean_ci", "Cause", "causes", "run_causes", "effective_slots", "contenders_excluded", "rank", "Ranking", "presets", "model_from_hf_config", "ENGINE_VERSION"]
+           "mean_ci", "Cause", "causes", "run_causes", "effective_slots", "contenders_excluded", "rank", "Ranking", "presets", "model_from_hf_config", "ENGINE_VERSION",
+           "dense_layer_ms", "dense_op_ms", "DENSE_OPS", "KERNEL_PARAMS"]

@@ -20,6 +20,8 @@ Modules, from the bottom up (no cycles between them):
 * ``status``: whether a scenario's cost model is a calibrated preset's (``calibration_status``), with its
   errors;
 * ``report``: the validation report (``run_validation``, docs/validation.md);
+* ``kernel_fit``: Vidur's profiled linear operators (``kernel_profiles/vidur_linear_ops.csv``), the fit
+  of the dense-layer kernel model (``engine.kernels``), its hold-out checks and report section;
 * ``readers``: benchmark tools' result files (``vllm bench serve``, GuideLLM, AIPerf) as runs,
   replayed as Cases, fitted with a hold-out split and diagnostics (``fit_tool_runs``).
 
@@ -35,6 +37,21 @@ from .fitting import (
     fit,
     fit_cases,
     measurement_cases,
+)
+from .kernel_fit import (
+    HOLD_OUTS,
+    KERNEL_CSV,
+    KERNEL_TARGETS,
+    VIDUR_GPUS,
+    KernelFit,
+    error_summary,
+    fit_kernel_params,
+    kernel_section,
+    kernel_validation,
+    layer_table,
+    load_kernel_profiles,
+    op_table,
+    roofline_ms,
 )
 from .measurements import EXTRA_METRICS, METRIC_COLUMNS, TOOL_FORMATS, load_measurements, row_scenario, tool_format
 from .readers import (
@@ -112,6 +129,9 @@ __all__ = [
     "VLLM_LORA_EXTRA_VOCAB", "VLLM_LOAD_LATENCY_MS", "VLLM_PCIE_GBPS", "SHAREGPT_MEAN_IN", "SHAREGPT_MEAN_OUT",
     "vllm_slot_bytes", "vllm_trace", "vllm_metrics_factory", "vllm_cases",
     "vllm_feasibility", "feasibility_table", "feasibility_accuracy", "feasibility_reserve_bracket",
+    # dense-layer kernel model (Vidur's profiled linear operators)
+    "KERNEL_CSV", "KERNEL_TARGETS", "VIDUR_GPUS", "HOLD_OUTS", "KernelFit", "load_kernel_profiles", "op_table",
+    "fit_kernel_params", "layer_table", "roofline_ms", "error_summary", "kernel_validation", "kernel_section",
     # whether a scenario is calibrated (the dashboard's badge)
     "CALIBRATED", "FITTED_FIELDS", "Calibration", "CalibrationStatus", "calibration_status",
     # validation report
