@@ -37,13 +37,23 @@ RF_ARR, RF_ADMIT, RF_FIRST, RF_FINISH, RF_LOADWAIT, RF_C0, RF_QSTALL, RF_LEN = r
  AI_CUR, AI_PTR, AI_END, AI_GMARK, AI_GHEAD, AI_GTAIL, AI_GCOUNT, AI_MEMBYTES, AI_EXTSTART, AI_LEN) = range(19)
 AF_READY, AF_LOADSTART, AF_GOLDEST, AF_LEN = range(4)
 # ---- scalar state
+# Resumable loop (engine/fleet.py): SI_WQHEAD, SI_NEXTARR, SF_T hold the loop's position between calls;
+# SI_PHASE how the last call ended (PH_*); with SI_FLEET set, only the first SI_NKNOWN requests have
+# arrived (more are injected between calls, in time order) and a call stops before any iteration at
+# t >= SF_TLIMIT (SF_WAKE: the next known event of a replica paused idle).  SI_FLEET = 0 (what
+# sim._build gives) is the single-GPU run: every request known, no time limit.
 (SI_NRUN, SI_NWAIT, SI_KV_BLOCKS, SI_NRES, SI_NLOADING, SI_TICK, SI_HOSTCOUNT, SI_NDISTINCT,
  SI_LOADS, SI_DISK_LOADS, SI_EVICTS, SI_NEV, SI_STEPS, SI_FLAGS, SI_NISSUED, SI_REJECTS, SI_HEAPN,
- SI_WQTAIL, SI_NFREE, SI_COMPACTS, SI_PREEMPTS, SI_DROPS, SI_LASTDONE, SI_LEN) = range(24)
+ SI_WQTAIL, SI_NFREE, SI_COMPACTS, SI_PREEMPTS, SI_DROPS, SI_LASTDONE,
+ SI_WQHEAD, SI_NEXTARR, SI_NKNOWN, SI_PHASE, SI_FLEET, SI_LEN) = range(29)
 (SF_PCIE_FREE, SF_DISK_FREE, SF_ADAPTER_BYTES, SF_BUSY, SF_END_T, SF_PEAK_ADAPTER, SF_PEAK_KV,
  SF_PEAK_TOTAL, SF_STALL, SF_FRAG_INT, SF_COMPACT_BYTES, SF_TOKENS_WIN, SF_LORA_BYTES,
  # PCIe link busy seconds in the window; cumulative sync load stall; the last stall [SF_STALLB, SF_STALLE)
- SF_PCIE_BUSY, SF_QSTALL, SF_STALLB, SF_STALLE, SF_LEN) = range(18)
+ SF_PCIE_BUSY, SF_QSTALL, SF_STALLB, SF_STALLE,
+ SF_T, SF_TLIMIT, SF_WAKE, SF_LEN) = range(21)
+# ---- how a call of run_loop ended: not started yet, paused before an iteration at t >= the limit,
+# paused idle (its next known event is after the limit), finished
+PH_FRESH, PH_TOP, PH_IDLE, PH_DONE = 0, 1, 2, 3
 # ---- request status
 ST_FUTURE, ST_WAITING, ST_RUNNING, ST_DONE, ST_DROPPED = 0, 1, 2, 3, 4
 # ---- adapter GPU state
@@ -580,10 +590,70 @@ def _grow_kv(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, ru
     return first_pos
 
 
+# idle outcomes
+IDLE_GO, IDLE_PAUSE, IDLE_END = 0, 1, 2
+
+
+@njit(cache=True, nogil=True)
+def _idle(ip, fp, R_i, R_f, S_i, S_f, wq, heap_t, fl, ts, row, t, wq_head, next_arr, n_known, t_limit):
+    """Nothing runs at t: jump to the next event (next arrival, load completion, batch-window boundary,
+    starvation of a held group).  Returns (new t, IDLE_GO), (t, IDLE_PAUSE) when that event is after
+    ``t_limit`` (a later call resumes here; SF_WAKE = the event), or (t, IDLE_END) when there is none."""
+    closed = ip[IP_CLOSED] != 0
+    window = ip[IP_WINDOW] != 0
+    W = fp[FP_WINDOW]
+    waiting = S_i[SI_NWAIT]
+    t_next = _INF
+    if not closed and next_arr < n_known:
+        t_next = R_f[RF_ARR, next_arr]
+    if S_i[SI_HEAPN] > 0 and heap_t[0] < t_next:
+        t_next = heap_t[0]
+    if window and waiting > 0:
+        nb_t = (np.floor(t / W + 1e-9) + 1.0) * W
+        if nb_t < t_next:
+            t_next = nb_t
+    if ip[IP_ORDER] == ORDER_GROUPED and waiting > 0:
+        # a group below the threshold starts once its oldest request starves
+        h = wq_head
+        while h < S_i[SI_WQTAIL] and R_i[RI_STATUS, wq[h]] != ST_WAITING:
+            h += 1
+        if h < S_i[SI_WQTAIL]:
+            st_t = R_f[RF_ARR, wq[h]] + fp[FP_MAX_WAIT]
+            if t < st_t < t_next:
+                t_next = st_t
+    if t_next > t_limit:
+        # an arrival not injected yet may come first: stop here, the next call recomputes the jump
+        S_f[SF_WAKE] = t_next
+        return t, IDLE_PAUSE
+    if t_next >= _INF:
+        if waiting > 0:
+            S_i[SI_FLAGS] |= FLAG_DEADLOCK
+        return t, IDLE_END
+    if t_next <= t:
+        t_next = t + 1e-9
+    frag = _frag_now(ip, R_i, wq, wq_head, S_i[SI_WQTAIL], fl, S_i)
+    row[:] = 0.0
+    row[TS_QUEUE] = waiting
+    row[TS_IN_SYSTEM] = waiting
+    row[TS_RESIDENT] = S_i[SI_NRES] - S_i[SI_NLOADING]
+    row[TS_LOADS] = S_i[SI_NLOADING]
+    row[TS_ADAPTER_BYTES] = S_f[SF_ADAPTER_BYTES]
+    row[TS_FRAG] = frag
+    accum_row(ts, fp[FP_BUCKET], ip[IP_NBUCKETS], t, t_next, row)
+    _window_add(S_f, SF_FRAG_INT, t, t_next, fp[FP_WARMUP], fp[FP_DURATION], frag)
+    S_i[SI_LASTDONE] = 0
+    return t_next, IDLE_GO
+
+
 @njit(cache=True, nogil=True)
 def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list, res_list,
              heap_t, heap_a, g_list, g_key, ts, ev_t, ev_i, fl):
-    """Simulate until all work is done or the horizon passes. Mutates its arguments."""
+    """Simulate until all work is done or the horizon passes. Mutates its arguments.
+
+    Resumable: the loop's position lives in S_i / S_f, so a call continues where the last one stopped.
+    With S_i[SI_FLEET] set, requests [0, S_i[SI_NKNOWN]) have arrived so far and the call returns
+    (PH_TOP or PH_IDLE) before any iteration at t >= S_f[SF_TLIMIT]; otherwise it runs to the end
+    (PH_DONE).  Returns how it ended (PH_*)."""
     n = ip[IP_N]
     nb = ip[IP_NBUCKETS]
     bucket = fp[FP_BUCKET]
@@ -593,19 +663,36 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
     grouped = ip[IP_ORDER] == ORDER_GROUPED
     W = fp[FP_WINDOW]
     row = np.zeros(TS_LEN, np.float64)  # one time-series row, reused every step
-    wq_head = 0
-    next_arr = 0
-    t = 0.0
-    if closed:
+    fleet = S_i[SI_FLEET] != 0
+    n_known = S_i[SI_NKNOWN] if fleet else n
+    t_limit = S_f[SF_TLIMIT] if fleet else _INF
+    wq_head = S_i[SI_WQHEAD]
+    next_arr = S_i[SI_NEXTARR]
+    t = S_f[SF_T]
+    phase = S_i[SI_PHASE]
+    if phase == PH_DONE:
+        return PH_DONE
+    if phase == PH_FRESH and closed:
         c = ip[IP_CONC] if ip[IP_CONC] < n else n
         for r in range(c):
             R_f[RF_ARR, r] = 0.0
             _arrive(R_i, R_f, A_i, S_i, wq, r, 0.0)
         S_i[SI_NISSUED] = c
-    while True:
+    run = True
+    if phase == PH_IDLE:  # resume the idle jump the last call stopped before
+        t, code = _idle(ip, fp, R_i, R_f, S_i, S_f, wq, heap_t, fl, ts, row, t, wq_head, next_arr, n_known,
+                        t_limit)
+        run = code == IDLE_GO
+        phase = PH_IDLE if code == IDLE_PAUSE else PH_DONE
+    else:
+        phase = PH_DONE
+    while run:
+        if t >= t_limit:
+            phase = PH_TOP  # arrivals at or after t may not be injected yet
+            break
         # ---- arrivals
         if not closed:
-            while next_arr < n and R_f[RF_ARR, next_arr] <= t:
+            while next_arr < n_known and R_f[RF_ARR, next_arr] <= t:
                 # in the server when it arrived: waiting + running, plus those the step it arrived
                 # during finished at its end (t)
                 here = S_i[SI_NWAIT] + S_i[SI_NRUN]
@@ -792,42 +879,13 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
         waiting = S_i[SI_NWAIT]
         if n_run == 0:
             # ---- idle: advance to the next event
-            t_next = _INF
-            if not closed and next_arr < n:
-                t_next = R_f[RF_ARR, next_arr]
-            if S_i[SI_HEAPN] > 0 and heap_t[0] < t_next:
-                t_next = heap_t[0]
-            if window and waiting > 0:
-                nb_t = (np.floor(t / W + 1e-9) + 1.0) * W
-                if nb_t < t_next:
-                    t_next = nb_t
-            if grouped and waiting > 0:
-                # a group below the threshold starts once its oldest request starves
-                h = wq_head
-                while h < S_i[SI_WQTAIL] and R_i[RI_STATUS, wq[h]] != ST_WAITING:
-                    h += 1
-                if h < S_i[SI_WQTAIL]:
-                    st_t = R_f[RF_ARR, wq[h]] + fp[FP_MAX_WAIT]
-                    if t < st_t < t_next:
-                        t_next = st_t
-            if t_next >= _INF:
-                if waiting > 0:
-                    S_i[SI_FLAGS] |= FLAG_DEADLOCK
+            t, code = _idle(ip, fp, R_i, R_f, S_i, S_f, wq, heap_t, fl, ts, row, t, wq_head, next_arr, n_known,
+                            t_limit)
+            if code == IDLE_PAUSE:
+                phase = PH_IDLE
                 break
-            if t_next <= t:
-                t_next = t + 1e-9
-            frag = _frag_now(ip, R_i, wq, wq_head, S_i[SI_WQTAIL], fl, S_i)
-            row[:] = 0.0
-            row[TS_QUEUE] = waiting
-            row[TS_IN_SYSTEM] = waiting
-            row[TS_RESIDENT] = S_i[SI_NRES] - S_i[SI_NLOADING]
-            row[TS_LOADS] = S_i[SI_NLOADING]
-            row[TS_ADAPTER_BYTES] = S_f[SF_ADAPTER_BYTES]
-            row[TS_FRAG] = frag
-            accum_row(ts, bucket, nb, t, t_next, row)
-            _window_add(S_f, SF_FRAG_INT, t, t_next, fp[FP_WARMUP], fp[FP_DURATION], frag)
-            t = t_next
-            S_i[SI_LASTDONE] = 0
+            if code == IDLE_END:
+                break
             continue
         # ---- one step
         start = t + S_f[SF_STALL]  # compaction done by the GPU before the step
@@ -937,4 +995,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
         t = t_end
         S_i[SI_LASTDONE] = n_run - S_i[SI_NRUN]  # finished at t_end (preemption happens later, in scheduling)
     S_f[SF_END_T] = t
-    return 0
+    S_f[SF_T] = t
+    S_i[SI_WQHEAD] = wq_head
+    S_i[SI_NEXTARR] = next_arr
+    S_i[SI_PHASE] = phase
+    return phase

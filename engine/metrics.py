@@ -109,3 +109,62 @@ def mean_ci(x: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
         return mean, math.nan, math.nan
     half = float(stats.t.ppf(0.5 + level / 2, n - 1) * x.std(ddof=1) / math.sqrt(n))
     return mean, mean - half, mean + half
+
+
+# ---------------------------------------------------------------------------------------- fleet
+#: Whole-run counters of a fleet: summed over replicas, any replica, the largest, the mean; any other
+#: counter is a per-GPU constant (capacities, modes: the same on every replica) and keeps replica 0's.
+FLEET_SUM = ("loads_total", "disk_loads_total", "evictions_total", "steps", "busy_s_in_window", "tokens_in_window",
+             "swap_events", "compact_events", "preemptions", "dropped_total", "compacted_bytes", "rejections")
+FLEET_ANY = ("stopped_at_horizon", "deadlock", "events_truncated")
+FLEET_MAX = ("end_s", "peak_adapter_bytes", "peak_kv_bytes", "peak_gpu_dynamic_bytes")
+FLEET_MEAN = ("pcie_busy_frac", "avg_frag")
+#: Columns of ``SimResult.replicas``: one row per replica, from the summary of its own requests.
+REPLICA_COLUMNS = ("replica", "requests", "completed", "throughput_req_s", "throughput_tok_s", "ttft_p50_ms",
+                   "ttft_p99_ms", "swap_rate", "loads_total", "evictions_total", "gpu_busy_frac", "pcie_busy_frac")
+
+
+def fleet_counters(per_replica: list[dict]) -> dict:
+    """The fleet's whole-run counters from each replica's (see FLEET_SUM, ...)."""
+    out = dict(per_replica[0])
+    for k in FLEET_SUM:
+        out[k] = sum(c[k] for c in per_replica)
+    for k in FLEET_ANY:
+        out[k] = any(c[k] for c in per_replica)
+    for k in FLEET_MAX:
+        out[k] = max(c[k] for c in per_replica)
+    for k in FLEET_MEAN:
+        out[k] = float(np.mean([c[k] for c in per_replica]))
+    return out
+
+
+def load_imbalance(requests_per_replica) -> float:
+    """max / mean of the requests each replica received (1 = perfectly even); NaN without requests."""
+    x = np.asarray(requests_per_replica, dtype=float)
+    return float(x.max() / x.mean()) if len(x) and x.mean() > 0 else math.nan
+
+
+def adapter_duplication(t, delta, adapter, w0: float, w1: float) -> float:
+    """Time-averaged number of replicas holding an adapter, over the adapters held anywhere, in [w0, w1):
+
+        D = ∫ Σ_a c_a(t) dt / ∫ #{a : c_a(t) > 0} dt,
+
+    c_a(t) = replicas holding adapter a (resident or loading) at t, from the changes ``delta`` (+1: a
+    load or a preload at t = 0; -1: an eviction) at times ``t`` (non-decreasing: the event log's order)
+    for ``adapter``.  NaN if nothing is held."""
+    t = np.asarray(t, dtype=float)
+    delta = np.asarray(delta, dtype=np.int64)
+    adapter = np.asarray(adapter, dtype=np.int64)
+    if len(t) == 0 or w1 <= w0:
+        return math.nan
+    rest = w1 - np.clip(t, w0, w1)  # a change at t holds (or frees) over [max(t, w0), w1)
+    copies = float((delta * rest).sum())
+    order = np.argsort(adapter, kind="stable")  # by adapter, in time order within each
+    a, d, r = adapter[order], delta[order], rest[order]
+    cs = np.cumsum(d)
+    first = np.r_[True, a[1:] != a[:-1]]
+    base = np.maximum.accumulate(np.where(first, np.arange(len(a)), 0))
+    cnt = cs - (cs[base] - d[base])  # running count within each adapter's changes
+    before = cnt - d
+    held = float(r[(before == 0) & (cnt > 0)].sum() - r[(before > 0) & (cnt == 0)].sum())
+    return copies / held if held > 0 else math.nan

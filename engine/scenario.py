@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from . import presets
-from .policies import STRATEGIES, hot_set_pins
+from .policies import EVICT_BELADY, STRATEGIES, hot_set_pins
 from .presets.scenarios import TRACES
+from .routers import ROUTERS
 
 ENUMS: dict[str, tuple[str, ...]] = {
     "service_mode": ("roofline", "fixed"),
@@ -30,10 +31,15 @@ ENUMS: dict[str, tuple[str, ...]] = {
     "kv_allocator": ("paged", "contiguous"),
     "kv_reservation": ("full", "on_demand"),
     "target_modules": tuple(presets.TARGET_MODULES),
+    "router": tuple(ROUTERS),
 }
 
 #: Hard cap on the requests one simulation may generate (open loop: rate x duration).
 MAX_REQUESTS = 2_000_000
+#: Most GPUs one fleet simulation may hold (``num_replicas``), and most replica x adapter pairs (each
+#: replica keeps its own adapter tables: about 200 bytes per pair).
+MAX_REPLICAS = 64
+MAX_REPLICA_ADAPTERS = 1_000_000
 
 #: Extra key of ``to_dict`` / scenario.json carrying the definition of a model that is not a
 #: built-in preset (one added with ``presets.register_model``); ``from_dict`` registers it.
@@ -127,6 +133,10 @@ class Scenario:
     lora_ms_per_adapter: float = 0.0      # per distinct adapter in the batch (kernel overhead; fitted by calibration)
     lora_ms_per_slot: float = 0.0         # per reserved adapter slot (vLLM pads to max_loras)
     lora_us_per_token_slot: float = 0.0   # per batch token per reserved slot (LoRA kernels launched over max_loras)
+    # fleet (docs/model.md, "Fleet"): identical GPUs, each a full server of this scenario
+    num_replicas: int = 1                 # 1 = one GPU (the single-GPU loop, unchanged)
+    router: str = "round_robin"           # which replica an arriving request goes to (engine.routers.ROUTERS)
+    affinity_load_slack: int = 2          # lora_affinity: extra outstanding requests over the least loaded that an adapter-holding replica may have and still win
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -368,6 +378,21 @@ class Scenario:
             v = getattr(self, name)
             if not (isinstance(v, int) and lo <= v <= hi):
                 bad(name, f"an integer in [{lo}, {hi}]")
+        for name, hi in (("num_replicas", MAX_REPLICAS), ("affinity_load_slack", 100_000)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not (isinstance(v, int) and (name != "num_replicas" or v >= 1) and 0 <= v <= hi):
+                bad(name, f"an integer in [{1 if name == 'num_replicas' else 0}, {hi}]")
+        if self.num_replicas > 1:
+            if self.num_replicas * self.num_adapters > MAX_REPLICA_ADAPTERS:
+                bad("num_replicas", f"at most {MAX_REPLICA_ADAPTERS // self.num_adapters} with num_adapters "
+                    f"{self.num_adapters} (num_replicas x num_adapters <= {MAX_REPLICA_ADAPTERS:,})")
+            if self.arrival_process == "closed" and not self.trace:
+                bad("num_replicas", "1 with arrival_process 'closed' (closed-loop clients are not routed across "
+                    "replicas; use an open-loop arrival_process or a trace)")
+            if ROUTERS[self.router].stateful and STRATEGIES[self.strategy].evict == EVICT_BELADY:
+                bad("router", ", ".join(r for r, v in ROUTERS.items() if not v.stateful) + f" with strategy "
+                    f"{self.strategy!r} and num_replicas {self.num_replicas} (Belady eviction needs each replica's "
+                    "future requests, which a state-reading router decides only during the run)")
         if len(self.adapter_ranks) > 64 or any(not (isinstance(r, int) and 1 <= r <= 1024) for r in self.adapter_ranks):
             bad("adapter_ranks", "up to 64 integers in [1, 1024]")
 

@@ -1,7 +1,9 @@
 """Public entry points: ``simulate`` and ``compare``.
 
 ``simulate`` validates the scenario, draws (or takes) the request stream, lays out
-the loop's arrays, runs the jitted loop and turns its arrays into DataFrames.
+the loop's arrays, runs the jitted loop and turns its arrays into DataFrames.  With
+``num_replicas`` > 1 the stream goes to a fleet of identical GPUs behind a router
+(``engine/fleet.py``; docs/model.md 12) and the result carries fleet and per-replica figures.
 """
 from __future__ import annotations
 
@@ -11,9 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from . import fleet, presets
 from . import loop as L
-from . import presets
-from .metrics import summarize
+from .metrics import REPLICA_COLUMNS, adapter_duplication, fleet_counters, load_imbalance, summarize
 from .policies import STRATEGIES, hot_set_pins
 from .scenario import MAX_REQUESTS, Scenario
 from .workload import Workload, generate, popularity, replay_trace
@@ -27,11 +29,17 @@ MAX_EVENTS = 2_000_000
 
 @dataclass
 class SimResult:
+    """One run.  ``requests``: one row per request (``replica``: the GPU that served it, 0 on one GPU);
+    ``timeseries``: the fleet's (sums of counts, means of fractions over replicas: docs/model.md 9);
+    ``timeseries_by_replica``: the same columns per replica (``replica`` first); ``replicas``: one row
+    per replica (``metrics.REPLICA_COLUMNS``); ``events``: loads, evictions, ... with their replica."""
     scenario: Scenario
     requests: pd.DataFrame
     timeseries: pd.DataFrame
     summary: dict
     events: pd.DataFrame = field(repr=False, default=None)
+    replicas: pd.DataFrame = field(repr=False, default=None)
+    timeseries_by_replica: pd.DataFrame = field(repr=False, default=None)
 
 
 def effective(sc: Scenario) -> dict:
@@ -263,11 +271,9 @@ def simulate(scenario: Scenario, trace: Workload | None = None) -> SimResult:
             raise ValueError(f"trace: adapter_id {int(wl.adapter.max())} >= num_adapters ({sc.num_adapters})")
         keep = wl.arrival_s < sc.duration_s
         wl = Workload(wl.arrival_s[keep], wl.adapter[keep], wl.prompt_tokens[keep], wl.output_tokens[keep])
-        arr = _run(sc, wl)
     elif sc.trace:  # a shipped trace: open loop, whatever arrival_process says
         wl = replay_trace(sc)
-        arr = _run(sc, wl)
-    elif sc.arrival_process == "closed":
+    elif sc.arrival_process == "closed":  # one GPU only (validate refuses a closed-loop fleet)
         n = sc.concurrency * 16 + 1024
         while True:
             wl = generate(sc, n_closed=n)
@@ -279,14 +285,18 @@ def simulate(scenario: Scenario, trace: Workload | None = None) -> SimResult:
                     f"duration_s: closed loop would issue more than {MAX_REQUESTS} requests in "
                     f"{sc.duration_s} s; allowed: a shorter duration_s or fewer clients")
             n = min(2 * n, MAX_REQUESTS)
+        return _result(sc, wl, arr)
     else:
         wl = generate(sc)
-        arr = _run(sc, wl)
-    return _result(sc, wl, arr)
+    if sc.num_replicas > 1:
+        empty = np.zeros(0, np.int64)
+        template = _build(sc, Workload(np.zeros(0), empty, empty, empty))
+        return _fleet_result(sc, fleet.run(sc, wl, template, MAX_EVENTS))
+    return _result(sc, wl, _run(sc, wl))
 
 
-def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
-    R_i, R_f, S_i, S_f = arr["R_i"], arr["R_f"], arr["S_i"], arr["S_f"]
+def _request_cols(sc: Scenario, R_i, R_f) -> dict:
+    """The per-request columns (docs/model.md 7) of the requests that arrived."""
     issued = R_i[L.RI_STATUS] != L.ST_FUTURE
     arrival = R_f[L.RF_ARR][issued]
     status = R_i[L.RI_STATUS][issued]
@@ -325,12 +335,13 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
         "tier": pd.Categorical.from_codes(R_i[L.RI_TIER][issued], dtype=_TIER_DTYPE),
         "completed": status == L.ST_DONE,
     }
-    req = pd.DataFrame(cols, copy=False)
-    end_t = float(S_f[L.SF_END_T])
-    nb = int(min(arr["ts"].shape[0], math.ceil(max(end_t, sc.duration_s) / arr["fp"][L.FP_BUCKET])))
-    bucket = arr["fp"][L.FP_BUCKET]
-    tsa = arr["ts"][:nb] / bucket
-    ts = pd.DataFrame({
+    return cols
+
+
+def _ts_frame(ts_raw, nb: int, bucket: float) -> pd.DataFrame:
+    """Time-weighted bucket means (docs/model.md 9) of the loop's accumulators ``ts_raw``."""
+    tsa = ts_raw[:nb] / bucket
+    return pd.DataFrame({
         "t_s": np.arange(nb) * bucket,
         "queue_len": tsa[:, L.TS_QUEUE],
         "batch_size": tsa[:, L.TS_BATCH],
@@ -344,13 +355,36 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
         "kv_frag": tsa[:, L.TS_FRAG],
         "pcie_busy_frac": tsa[:, L.TS_PCIE],
     })
-    ne = int(S_i[L.SI_NEV])
-    ev = pd.DataFrame({
-        "t_s": arr["ev_t"][:ne],
-        "kind": pd.Categorical.from_codes(arr["ev_i"][0, :ne], dtype=_EVENT_DTYPE),
-        "adapter": arr["ev_i"][1, :ne],
-        "bytes": arr["ev_i"][2, :ne],
+
+
+def _nb(sc: Scenario, arr, end_t: float) -> int:
+    return int(min(arr["ts"].shape[0], math.ceil(max(end_t, sc.duration_s) / arr["fp"][L.FP_BUCKET])))
+
+
+def _events(arrs: list) -> pd.DataFrame:
+    """The event log of one or more GPUs (replica k: ``arrs[k]``), in time order (ties: by replica)."""
+    ne = [int(a["S_i"][L.SI_NEV]) for a in arrs]
+    t, ev_i = arrs[0]["ev_t"][:ne[0]], arrs[0]["ev_i"][:, :ne[0]]
+    rep = np.zeros(ne[0], np.int64)
+    if len(arrs) > 1:
+        t = np.concatenate([a["ev_t"][:m] for a, m in zip(arrs, ne)])
+        ev_i = np.concatenate([a["ev_i"][:, :m] for a, m in zip(arrs, ne)], axis=1)
+        rep = np.repeat(np.arange(len(arrs), dtype=np.int64), ne)
+        o = np.argsort(t, kind="stable")
+        t, ev_i, rep = t[o], ev_i[:, o], rep[o]
+    return pd.DataFrame({
+        "t_s": t,
+        "kind": pd.Categorical.from_codes(ev_i[0], dtype=_EVENT_DTYPE),
+        "adapter": ev_i[1],
+        "bytes": ev_i[2],
+        "replica": rep,
     })
+
+
+def _counters(sc: Scenario, arr) -> dict:
+    """Whole-run counters of one GPU's loop arrays."""
+    S_i, S_f = arr["S_i"], arr["S_f"]
+    end_t = float(S_f[L.SF_END_T])
     flags = int(S_i[L.SI_FLAGS])
     counters = {
         "loads_total": int(S_i[L.SI_LOADS]),
@@ -381,8 +415,82 @@ def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
         "memory_mode": effective(sc)["memory_mode"],
         "load_mode": effective(sc)["load_mode"],
     }
+    return counters
+
+
+def _fleet_keys(summary: dict, requests_per_replica, duplication: float) -> None:
+    summary["num_replicas"] = len(requests_per_replica)
+    summary["load_imbalance"] = load_imbalance(requests_per_replica)
+    summary["adapter_duplication"] = duplication
+
+
+def _result(sc: Scenario, wl: Workload, arr) -> SimResult:
+    cols = _request_cols(sc, arr["R_i"], arr["R_f"])
+    cols["replica"] = np.zeros(len(cols["arrival_s"]), np.int64)
+    req = pd.DataFrame(cols, copy=False)
+    counters = _counters(sc, arr)
+    ts = _ts_frame(arr["ts"], _nb(sc, arr, counters["end_s"]), arr["fp"][L.FP_BUCKET])
     summary = summarize(sc, cols, counters)
-    return SimResult(scenario=sc, requests=req, timeseries=ts, summary=summary, events=ev)
+    _fleet_keys(summary, [summary["requests"]], 1.0)
+    replicas = pd.DataFrame([{"replica": 0, **{k: summary[k] for k in REPLICA_COLUMNS[1:]}}])
+    return SimResult(scenario=sc, requests=req, timeseries=ts, summary=summary, events=_events([arr]),
+                     replicas=replicas, timeseries_by_replica=pd.concat([pd.DataFrame({"replica": 0}, index=ts.index),
+                                                                         ts], axis=1))
+
+
+#: Time-series columns that are fractions (averaged over a fleet's replicas); the others are summed.
+_TS_MEAN = ("kv_used_frac", "gpu_busy_frac", "kv_frag", "pcie_busy_frac")
+
+
+def _fleet_result(sc: Scenario, st: dict) -> SimResult:
+    """A fleet's result: requests in arrival order over every replica, fleet and per-replica figures."""
+    reps = fleet.replica_arrays(st)
+    owner = st["owner"]
+    N = len(reps)
+    # request i is column lidx[i] of its replica's block: gather every field in arrival order
+    off, cap, lidx = st["off"][owner], st["cap"][owner], st["lidx"]
+    R_i = np.stack([st["Ri"][off * L.RI_LEN + f * cap + lidx] for f in range(L.RI_LEN)])
+    R_f = np.stack([st["Rf"][off * L.RF_LEN + f * cap + lidx] for f in range(L.RF_LEN)])
+    issued = R_i[L.RI_STATUS] != L.ST_FUTURE
+    cols = _request_cols(sc, R_i, R_f)
+    cols["replica"] = owner[issued]
+    req = pd.DataFrame(cols, copy=False)
+    per = [_counters(sc, v) for v in reps]
+    counters = fleet_counters(per)
+    nb = _nb(sc, reps[0], counters["end_s"])
+    bucket = reps[0]["fp"][L.FP_BUCKET]
+    by = [_ts_frame(v["ts"], nb, bucket) for v in reps]
+    ts = by[0].copy()
+    for c in ts.columns[1:]:
+        ts[c] = np.sum([f[c].to_numpy() for f in by], axis=0)
+        if c in _TS_MEAN:
+            ts[c] /= N
+    by_replica = pd.concat([pd.concat([pd.DataFrame({"replica": k}, index=f.index), f], axis=1)
+                            for k, f in enumerate(by)], ignore_index=True)
+    ev = _events(reps)
+    summary = summarize(sc, cols, counters)
+    window = sc.duration_s - sc.warmup_s
+    summary["gpu_busy_frac"] = counters["busy_s_in_window"] / (N * window)  # the mean over GPUs
+    grp = np.argsort(cols["replica"].astype(np.uint8), kind="stable")  # (radix sort: num_replicas <= 64)
+    by_rep = {c: v[grp] for c, v in cols.items()}
+    ends = np.cumsum(np.bincount(cols["replica"], minlength=N))
+    rows = []
+    for k in range(N):
+        lo = ends[k - 1] if k else 0
+        s_k = summarize(sc, {c: v[lo:ends[k]] for c, v in by_rep.items()}, per[k])
+        rows.append({"replica": k, **{c: s_k[c] for c in REPLICA_COLUMNS[1:]}})
+    replicas = pd.DataFrame(rows, columns=list(REPLICA_COLUMNS))
+    dup = np.nan
+    if not counters["events_truncated"]:
+        held = np.flatnonzero(st["held0"])
+        kind = ev["kind"].cat.codes.to_numpy()
+        chg = (kind == 0) | (kind == 1)  # swap (a load: +1), evict (-1)
+        dup = adapter_duplication(np.r_[np.zeros(N * len(held)), ev["t_s"].to_numpy()[chg]],
+                                  np.r_[np.ones(N * len(held), np.int64), np.where(kind[chg] == 0, 1, -1)],
+                                  np.r_[np.tile(held, N), ev["adapter"].to_numpy()[chg]], sc.warmup_s, sc.duration_s)
+    _fleet_keys(summary, replicas["requests"].to_numpy(), dup)
+    return SimResult(scenario=sc, requests=req, timeseries=ts, summary=summary, events=ev, replicas=replicas,
+                     timeseries_by_replica=by_replica)
 
 
 def compare(scenario: Scenario, strategies=None, replications: int = 5, metrics=None) -> pd.DataFrame:

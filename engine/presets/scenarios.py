@@ -35,7 +35,7 @@ SCENARIOS: dict[str, dict] = {
         max_batch_size=64, duration_s=660.0, warmup_s=30.0, slo_ttft_ms=200.0, service_mode="roofline",
         gpu_mem_util=0.9, reserve_gb=2.0, load_mode="sync", batch_window_ms=20.0, hot_set_k=8,
     ),
-    # The dashboard's default until engine 0.3: the same server lightly loaded - 200 rank-16 adapters
+    # The dashboard's default up to engine 0.3: the same server lightly loaded - 200 rank-16 adapters
     # under a 2 GiB budget (64 fit), hot_set pins 48 (16 swap slots).  naive, hot_set and batch are
     # within 25 % of each other on p99 TTFT (~0.1 s): what light VRAM pressure looks like.
     "a100-light": dict(
