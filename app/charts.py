@@ -12,6 +12,7 @@ functions:
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
 import altair as alt
@@ -979,3 +980,60 @@ def plan_frontier(table: pd.DataFrame, objective: str, cost: str = "price_usd_pe
     labels = alt.Chart(labelled).mark_text(align="left", dx=12, dy=-10, fontSize=11, color="#1F2330").encode(
         x=x, y=y, text="label:N", tooltip=tooltip)
     return alt.layer(bars, line, points, ring, labels).properties(title=title, height=height)
+
+
+# ---------------------------------------------------------------------- fleet
+#: One fixed colour per router, in ``engine.ROUTERS`` order.
+ROUTER_COLORS = ["#64748B", "#0EA5E9", "#F59E0B", "#10B981", "#8B5CF6"]
+
+
+def router_scale(routers: Sequence[str]) -> alt.Scale:
+    return alt.Scale(domain=list(routers), range=[ROUTER_COLORS[i % len(ROUTER_COLORS)] for i in range(len(routers))])
+
+
+def replica_bars_chart(df: pd.DataFrame, metric: str, title: str, fmt: str = ",.0f", height: int = 200) -> alt.Chart:
+    """Per-replica bars of one metric, grouped by router. ``df``: columns router, replica, metric, value."""
+    d = _cap(df.loc[df["metric"] == metric, ["router", "replica", "value"]])
+    routers = list(dict.fromkeys(d["router"]))
+    return (
+        alt.Chart(d, title=title)
+        .mark_bar()
+        .encode(
+            x=alt.X("replica:O", title="Replica"),
+            xOffset=alt.XOffset("router:N", sort=routers),
+            y=alt.Y("value:Q", title=None, axis=alt.Axis(format=fmt)),
+            color=alt.Color("router:N", title="Router", scale=router_scale(routers), sort=routers,
+                            legend=_legend()),
+            tooltip=[alt.Tooltip("router:N", title="Router"), alt.Tooltip("replica:O", title="Replica"),
+                     alt.Tooltip("value:Q", title=title, format=fmt)],
+        )
+        .properties(height=height)
+    )
+
+
+def fleet_sweep_chart(df: pd.DataFrame, y_title: str, slo: float | None = None, y_format: str = ",.0f",
+                      height: int = 320) -> alt.Chart:
+    """Mean and 95 % CI of a metric against the number of replicas, one line per router, log y; a dashed
+    rule at ``slo``.  ``df``: columns replicas, router, mean, ci_low, ci_high, n."""
+    d = _cap(df[df["mean"] > 0][["replicas", "router", "mean", "ci_low", "ci_high", "n"]].copy())
+    d["ci_low"] = d["ci_low"].clip(lower=d["mean"] * 1e-3)
+    routers = list(dict.fromkeys(d["router"]))
+    scale = router_scale(routers)
+    y = alt.Scale(type="log", nice=False)
+    base = alt.Chart(d).encode(x=alt.X("replicas:Q", title="Replicas (GPUs)", axis=alt.Axis(tickMinStep=1)))
+    band = base.mark_area(opacity=0.15).encode(y=alt.Y("ci_low:Q", scale=y, title=y_title + " (log scale)"),
+                                                y2="ci_high:Q",
+                                                color=alt.Color("router:N", scale=scale, sort=routers, legend=None))
+    line = base.mark_line(strokeWidth=2.2, point=alt.OverlayMarkDef(size=40, filled=True)).encode(
+        y=alt.Y("mean:Q", scale=y, title=y_title + " (log scale)", axis=alt.Axis(format=y_format)),
+        color=alt.Color("router:N", title="Router", scale=scale, sort=routers, legend=_legend()),
+        tooltip=[alt.Tooltip("router:N", title="Router"), alt.Tooltip("replicas:Q", title="Replicas"),
+                 alt.Tooltip("mean:Q", title="Mean", format=y_format),
+                 alt.Tooltip("ci_low:Q", title="95% CI low", format=y_format),
+                 alt.Tooltip("ci_high:Q", title="95% CI high", format=y_format),
+                 alt.Tooltip("n:Q", title="Replications")])
+    layers = [band, line]
+    if slo is not None and math.isfinite(slo):
+        layers.append(alt.Chart(pd.DataFrame({"slo": [slo]})).mark_rule(strokeDash=[6, 4], color="#DC2626")
+                      .encode(y="slo:Q"))
+    return alt.layer(*layers).properties(height=height)

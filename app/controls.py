@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from app import exports
-from engine import ENUMS, STRATEGIES, TRACE_CITATION, TRACES, Scenario, model_from_hf_config, presets
+from engine import ENUMS, ROUTERS, STRATEGIES, TRACE_CITATION, TRACES, Scenario, model_from_hf_config, presets
 from engine.calibration import calibration_status
 from engine.planner import memory_sentence
 
@@ -46,8 +46,10 @@ MAX_REQUESTS_PER_RUN = 200_000
 MAX_CLOSED_DURATION_S = 600.0
 #: Largest adapter count (and hot-set size) the controls offer.
 MAX_ADAPTERS = 2000
+#: Most replicas the Fleet controls offer (the engine allows engine.MAX_REPLICAS).
+MAX_UI_REPLICAS = 16
 
-SECTIONS = ["Preset", "Strategies", "Hardware and model", "Adapters", "Traffic", "Run"]
+SECTIONS = ["Preset", "Strategies", "Hardware and model", "Adapters", "Traffic", "Fleet", "Run"]
 
 Ctx = dict  # resolved values so far, plus "_base": the preset's scenario dict
 
@@ -259,6 +261,17 @@ CONTROLS: list[Control] = [
     Control("batch_window_ms", "Batch window (ms)", "How long the batch strategy holds arrivals to group them "
             "by adapter, in milliseconds.", "Strategies", "slider", float, bounds=_const(1.0, 200.0, 1.0),
             default=_base("batch_window_ms"), fmt="%.0f"),
+    Control("num_replicas", "Replicas (GPUs)", "Identical GPUs behind a router, each a full server of this "
+            "scenario (docs/model.md, Fleet). The arrival rate is the fleet's total. 1 = one GPU.", "Fleet",
+            "slider", int, bounds=_const(1, MAX_UI_REPLICAS, 1), default=_base("num_replicas")),
+    Control("router", "Router", "Which replica an arriving request goes to (routed once, at arrival): "
+            + "; ".join(f"**{r}**: {v.description}" for r, v in ROUTERS.items()) + ".", "Fleet", "select", str,
+            options=lambda ctx: list(ROUTERS), default=_base("router"),
+            applies=lambda ctx: ctx.get("num_replicas", 1) > 1),
+    Control("affinity_load_slack", "Affinity load slack (requests)", "lora_affinity: how many more outstanding "
+            "requests than the least-loaded replica a replica holding the adapter may have and still get the "
+            "request.", "Fleet", "number", int, bounds=_const(0, 1000, 1), default=_base("affinity_load_slack"),
+            applies=lambda ctx: ctx.get("num_replicas", 1) > 1 and ctx.get("router") == "lora_affinity"),
     Control("duration_s", "Duration (s)", "Simulated traffic time in seconds (the first warm-up seconds are "
             f"excluded from the metrics). Capped so that one run has at most {MAX_REQUESTS_PER_RUN:,} requests "
             f"per strategy; closed-loop runs at most {MAX_CLOSED_DURATION_S:g} s.", "Run", "slider", float,

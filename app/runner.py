@@ -42,7 +42,7 @@ def _full(scenario_json: str, engine_version: str, trace_digest: str | None = No
     wl = read_trace(io.BytesIO(_trace), sc) if _trace is not None else None
     r = simulate(sc, trace=wl)
     window = (sc.warmup_s, sc.duration_s)
-    return {"requests": r.requests, "timeseries": r.timeseries, "summary": r.summary,
+    return {"requests": r.requests, "timeseries": r.timeseries, "summary": r.summary, "replicas": r.replicas,
             # chart-ready frames, computed once per scenario
             "cdf": charts.cdf_frame({sc.strategy: r.requests}, window),
             "ts": charts.timeseries_frame({sc.strategy: r.timeseries})}
@@ -97,18 +97,19 @@ RUN_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_g
 _POOL = ThreadPoolExecutor(max_workers=RUN_THREADS, thread_name_prefix="whatif-sim")
 
 
-def run_replications(sc: Scenario, strategies: list[str], n_reps: int, trace: dict | None = None
-                     ) -> tuple[dict[str, dict], dict[str, list[dict]], dict[str, str]]:
+def run_replications(sc: Scenario, strategies: list[str], n_reps: int, trace: dict | None = None,
+                     summaries_only: bool = False) -> tuple[dict[str, dict], dict[str, list[dict]], dict[str, str]]:
     """Every strategy's full result (replication 0) and the summaries of replications 1..n_reps-1 (seed + k:
     common random numbers), on ``RUN_THREADS`` threads; through the caches of ``run`` and ``summary``.
-    Returns (results, reps, failed): ``failed`` maps a strategy to the ValueError message it raised."""
+    Returns (results, reps, failed): ``failed`` maps a strategy to the ValueError message it raised.
+    ``summaries_only``: replication 0 as a summary too (``results`` is then empty)."""
     ctx = get_script_run_ctx()
 
     def job(s: str, k: int):
         if ctx is not None:
             add_script_run_ctx(threading.current_thread(), ctx)
         try:
-            if k == 0:
+            if k == 0 and not summaries_only:
                 return run(sc.replace(strategy=s), trace)
             return summary(sc.replace(strategy=s, seed=sc.seed + k))
         except ValueError as e:
@@ -127,6 +128,8 @@ def run_replications(sc: Scenario, strategies: list[str], n_reps: int, trace: di
             failed[s] = str(r)
             results.pop(s, None)
             reps.pop(s, None)
+        elif k == 0 and summaries_only:
+            reps[s] = [r]
         elif k == 0:
             results[s] = r
             reps[s] = [r["summary"]]

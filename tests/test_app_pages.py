@@ -34,6 +34,7 @@ PAGES = {
     "sweeps": ("page_sweeps", "Sweeps", True),
     "crossover": ("page_crossover", "Crossover", True),
     "plan": ("page_plan", "Plan", True),
+    "fleet": ("page_fleet", "Fleet", True),
     "findings": ("page_findings", "Findings", False),
     "validation": ("page_validation", "Validation", False),
     "kv_interference": ("page_kv", "KV interference", False),
