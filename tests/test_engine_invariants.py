@@ -90,12 +90,12 @@ def _check_invariants(r):
         assert s["peak_kv_bytes"] <= s["kv_capacity_bytes"] + 1e-6
     else:
         assert s["peak_gpu_dynamic_bytes"] <= s["pool_bytes"] + 1e-6
-    # no adapter is evicted while a running request uses it
+    # no adapter is evicted while a running request uses it (on the same GPU: a fleet's replicas evict apart)
     ev = r.events[r.events.kind == "evict"]
     if len(ev) and len(done):
-        for a, g in ev.groupby("adapter"):
+        for (k, a), g in ev.groupby(["replica", "adapter"]):
             # (a preempted request leaves the batch for a while: its adapter may go meanwhile)
-            rr = req[(req.adapter == a) & (req.preemptions == 0)]
+            rr = req[(req.adapter == a) & (req.preemptions == 0) & (req.replica == k)]
             # running interval: [admit, finish); admit = arrival + queue (+ load stalls waited out queued)
             adm = rr.admit_s.fillna(np.inf).to_numpy()  # never admitted: never running
             started = rr.queue_ms.notna().to_numpy()
