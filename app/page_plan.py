@@ -2,7 +2,7 @@
 SLO, and at what cost?
 
 The sidebar's scenario is the base; the page's own controls (an objective, one or two SLO rows, candidate GPUs,
-``max_loras`` and ``max_cpu_loras`` values, strategies, replications, GPU price overrides) are bound to the URL
+``max_loras`` and ``max_cpu_loras`` values, strategies, routers, replications, GPU price overrides) are bound to the URL
 under ``plan_`` keys, never a Scenario field's name.  ``sanitize_query`` cleans those URL parameters before any
 widget binds to them (registered with ``controls.PAGE_PARAMS``, so their warnings name them like the scenario's).
 
@@ -23,7 +23,7 @@ import pandas as pd
 import streamlit as st
 
 from app import charts, controls, page_whatif
-from engine import ENGINE_VERSION, STRATEGIES, Scenario, planner, presets
+from engine import ENGINE_VERSION, ROUTERS, STRATEGIES, Scenario, planner, presets
 
 PREFIX = "plan_"
 K_OBJECTIVE = "plan_objective"
@@ -33,6 +33,7 @@ K_GPUS = "plan_gpus"
 K_MAX_LORAS = "plan_max_loras"
 K_CPU_LORAS = "plan_cpu_loras"
 K_STRATEGIES = "plan_strategies"
+K_ROUTERS = "plan_routers"
 K_REPS = "plan_reps"
 PRICE_PREFIX = "plan_price_"            # + GPU preset name, e.g. plan_price_h100-80gb=2.5
 K_RUN, K_OPEN, K_COST_AXIS = "plan_run", "plan_open_whatif", "plan_cost_axis"  # not in the URL
@@ -67,12 +68,16 @@ OBJECTIVE_HELP = {
     "max_adapters": "the most adapters each configuration serves within the SLO at the sidebar's arrival rate",
     "min_cost": "the cheapest configuration (US$ per million output tokens) that meets the SLO at the sidebar's "
                 "arrival rate",
+    "min_replicas": "the fewest replicas (GPUs, each a full server, behind the router) that serve the sidebar's "
+                    "arrival rate (the fleet's total) stably within the SLO; then the cheaper fleet",
 }
 #: Headline column of each objective in the planner's table, with its display label and format.
 VALUE_COLUMN = {"max_rate": ("max_rate_rps", "Max rate (req/s)", "%.2f"),
                 "max_adapters": ("max_adapters", "Max adapters", "%.0f"),
-                "min_cost": ("meets_slo_frac", "Replications meeting the SLO", "percent")}
-GRID_LABELS = {"gpu": "GPU", "max_loras": "max_loras", "max_cpu_loras": "max_cpu_loras", "strategy": "Strategy"}
+                "min_cost": ("meets_slo_frac", "Replications meeting the SLO", "percent"),
+                "min_replicas": ("replicas_needed", "Replicas needed (mean)", "%.2f")}
+GRID_LABELS = {"gpu": "GPU", "max_loras": "max_loras", "max_cpu_loras": "max_cpu_loras", "strategy": "Strategy",
+               "router": "Router"}
 
 
 def default_threshold(metric: str) -> float:
@@ -107,7 +112,7 @@ def sanitize_query(params: Mapping[str, Sequence[str]]) -> tuple[dict[str, str |
     multi: dict[str, list[str]] = {}
     for key, vals in params.items():
         vals = [str(v) for v in (vals if isinstance(vals, (list, tuple)) else [vals])]
-        if key in (K_GPUS, K_STRATEGIES, K_MAX_LORAS, K_CPU_LORAS):
+        if key in (K_GPUS, K_STRATEGIES, K_ROUTERS, K_MAX_LORAS, K_CPU_LORAS):
             multi[key] = [x.strip() for v in vals for x in v.split(",") if x.strip()]
         elif key in (K_OBJECTIVE, K_SLO_METRIC, K_SLO, K_SLO2_METRIC, K_SLO2, K_REPS) or key.startswith(PRICE_PREFIX):
             if len(vals) != 1:
@@ -167,7 +172,7 @@ def sanitize_query(params: Mapping[str, Sequence[str]]) -> tuple[dict[str, str |
             continue
         number(key, *PRICE_RANGE)
 
-    for key, opts in ((K_GPUS, list(presets.GPUS)), (K_STRATEGIES, list(STRATEGIES))):
+    for key, opts in ((K_GPUS, list(presets.GPUS)), (K_STRATEGIES, list(STRATEGIES)), (K_ROUTERS, list(ROUTERS))):
         if key not in multi:
             continue
         good = list(dict.fromkeys(x for x in multi[key] if x in opts))
@@ -253,12 +258,15 @@ def int_values(key: str, values: Sequence, label: str) -> list[int]:
 
 
 def build_grid(gpus: Sequence[str], max_loras: Sequence[int], cpu_loras: Sequence[int],
-               strategies: Sequence[str]) -> tuple[tuple[str, tuple], ...]:
-    """The planner's grid (field -> candidate values) from the page's choices; max_cpu_loras only if chosen."""
+               strategies: Sequence[str], routers: Sequence[str] = ()) -> tuple[tuple[str, tuple], ...]:
+    """The planner's grid (field -> candidate values) from the page's choices; max_cpu_loras and router only if
+    chosen."""
     grid = [("gpu", tuple(gpus)), ("max_loras", tuple(max_loras))]
     if cpu_loras:
         grid.append(("max_cpu_loras", tuple(cpu_loras)))
     grid.append(("strategy", tuple(strategies)))
+    if routers:
+        grid.append(("router", tuple(routers)))
     return tuple(grid)
 
 
@@ -299,14 +307,33 @@ def display_table(table: pd.DataFrame, objective: str, fields: Sequence[str], sl
         d["ci"] = ["" for _ in range(len(table))]
     else:
         d["ci"] = [_ci_text(lo, hi, fmt) for lo, hi in zip(table[f"{col}_ci_low"], table[f"{col}_ci_high"])]
+    if objective == "min_replicas":
+        if "router" not in d.columns:
+            d["router"] = table["router"].astype(str)
+        d["replicas_needed_max"] = table["replicas_needed_max"].astype(float)
+        d["replicas_by_replication"] = table["replicas_by_replication"].fillna("").astype(str)
     for m in slo:
         d[m] = table[m].astype(float)
-    for m in ("ttft_p99_ms", "throughput_tok_s", "price_usd_per_hour", "cost_per_mtok_usd", "adapters_fit",
+    extra = ("fleet_price_usd_per_hour", "load_imbalance") if objective == "min_replicas" else ()
+    for m in ("ttft_p99_ms", "throughput_tok_s", "price_usd_per_hour", *extra, "cost_per_mtok_usd", "adapters_fit",
               "kv_gib"):
         if m not in d.columns:
             d[m] = table[m]
     d["reason"] = table["reason"].fillna("").astype(str)
     return d.reset_index(drop=True)
+
+
+def chart_inputs(table: pd.DataFrame, objective: str) -> tuple[pd.DataFrame, str]:
+    """The (table, objective) the plan chart (``charts.plan_frontier``) draws for ``objective``.
+
+    min_replicas: every candidate that meets the SLO serves the same rate, so the chart is min_cost's (the
+    throughput at the base rate against the cost) with the fleet's price (replicas to deploy x GPU price) on the
+    US$/h axis; the other objectives draw their own table as it is."""
+    if objective != "min_replicas":
+        return table, objective
+    t = table.copy()
+    t["price_usd_per_hour"] = t["fleet_price_usd_per_hour"]
+    return t, "min_cost"
 
 
 def table_config(objective: str, slo: Mapping[str, float]) -> dict:
@@ -318,6 +345,15 @@ def table_config(objective: str, slo: Mapping[str, float]) -> dict:
                                            "loser; then the other configurations that meet the SLO."),
         "gpu": cc.TextColumn("GPU"), "max_loras": cc.TextColumn("max_loras"),
         "max_cpu_loras": cc.TextColumn("max_cpu_loras"), "strategy": cc.TextColumn("Strategy"),
+        "router": cc.TextColumn("Router"),
+        "replicas_needed_max": cc.NumberColumn("Replicas to deploy", format="%d",
+                                               help="The most replicas any replication needed (conservative)."),
+        "replicas_by_replication": cc.TextColumn("Per replication", help="Replicas each replication needed "
+                                                                         "(seed, seed+1, ...); >N: none up to N."),
+        "fleet_price_usd_per_hour": cc.NumberColumn("Fleet US$/h", format="$%.2f",
+                                                    help="Replicas to deploy x GPU price."),
+        "load_imbalance": cc.NumberColumn("Load imbalance", format="%.2f",
+                                          help="Busiest replica's requests / the mean (1 = even), at the answer."),
         "value": cc.NumberColumn(label, format=fmt, help=OBJECTIVE_HELP[objective] + " (mean over replications)."),
         "ci": cc.TextColumn("95% CI", help="Student-t interval of the mean over replications (n/a with one)."),
         "ttft_p99_ms": cc.NumberColumn("TTFT p99 (ms)", format="%.1f"),
@@ -325,8 +361,8 @@ def table_config(objective: str, slo: Mapping[str, float]) -> dict:
         "price_usd_per_hour": cc.NumberColumn("US$/h", format="$%.2f", help="GPU price (indicative preset or your "
                                                                             "override)."),
         "cost_per_mtok_usd": cc.NumberColumn("US$/Mtok", format="$%.3f",
-                                             help="US$ per million output tokens at the optimum: price / "
-                                                  "(tokens/s x 3600) x 1e6."),
+                                             help="US$ per million output tokens at the optimum: price (of every "
+                                                  "GPU of the fleet) / (tokens/s x 3600) x 1e6."),
         "adapters_fit": cc.NumberColumn("Adapters on GPU", format="%d"),
         "kv_gib": cc.NumberColumn("KV (GiB)", format="%.1f"),
         "reason": cc.TextColumn("Why not", help="Why the configuration is infeasible or fails the SLO.",
@@ -350,12 +386,14 @@ def conditions_text(inputs: Inputs) -> str:
     fields = ", ".join(k for k, _ in inputs.grid)
     slo = dict(inputs.slo)
     overrides = ", ".join(f"{g} US${p:g}/h" for g, p in inputs.prices)
+    fleet = (f" min_replicas: {base.arrival_rate_rps:g} req/s is the fleet's total, served by 1 to "
+             f"{planner.MAX_REPLICAS_SEARCH} replicas." if inputs.objective == "min_replicas" else "")
     return (f"Base: the sidebar's scenario ({controls.conditions(base)}); each candidate changes only {fields} "
             f"(every other field, e.g. PCIe {base.pcie_gbps:g} GB/s, stays the sidebar's). SLO: {slo_text(slo)}. "
             f"{inputs.replications} replication(s) (seeds {base.seed} to {base.seed + inputs.replications - 1}), "
             "common random numbers: every configuration sees the same request streams, so their differences are "
             "paired. Prices are indicative presets (engine.planner.GPU_PRICES_USD_PER_HOUR), not quotes"
-            + (f"; overridden: {overrides}" if overrides else "; override them under 'GPU prices'") + ".")
+            + (f"; overridden: {overrides}" if overrides else "; override them under 'GPU prices'") + "." + fleet)
 
 
 # ------------------------------------------------------------------ the plan (cached)
@@ -464,6 +502,16 @@ def _controls(state: controls.AppState) -> tuple[Inputs | None, str | None]:
                             bind="query-params",
                             help="Seeds per configuration (seed, seed+1, ...; common random numbers): the CIs and "
                                  "ties come from them; one replication gives no CI.")
+        r3 = st.columns([1.6, 3.4], gap="medium", vertical_alignment="bottom")
+        routers = r3[0].multiselect(
+            "Candidate routers (optional)", list(ROUTERS), default=[], key=K_ROUTERS, bind="query-params",
+            placeholder="The sidebar's router",
+            help="Fleet routers to try (engine.ROUTERS). They matter on a fleet: with min_replicas, or with more "
+                 "than one replica in the sidebar; on one GPU every router is the same. Empty: the sidebar's.")
+        if objective == "min_replicas":
+            r3[1].caption(f"min_replicas searches num_replicas from 1 to {planner.MAX_REPLICAS_SEARCH} for each "
+                          "configuration (doubling, then bisection); the sidebar's arrival rate is the fleet's "
+                          "total.")
         prices: dict[str, float] = {}
         with st.expander("GPU prices (US$/h)", icon=":material/payments:"):
             st.caption("Indicative presets (engine.planner.GPU_PRICES_USD_PER_HOUR; sources in "
@@ -493,7 +541,7 @@ def _controls(state: controls.AppState) -> tuple[Inputs | None, str | None]:
     if not ml:
         return None, "Choose at least one max_loras value."
     inputs = Inputs(base_json=state.scenario.to_json(), objective=objective, slo=tuple(slo.items()),
-                    grid=build_grid(gpus, ml, cl, strategies), replications=int(reps),
+                    grid=build_grid(gpus, ml, cl, strategies, routers), replications=int(reps),
                     prices=tuple(sorted(prices.items())))
     return inputs, None
 
@@ -556,31 +604,50 @@ def _results(last: dict, current: Inputs | None) -> None:
     st.download_button("Plan CSV", table.to_csv(index=False).encode(), file_name="plan.csv", mime="text/csv",
                        key="dl_plan", icon=":material/download:")
 
+    fleet = objective == "min_replicas"
     head, tog = st.columns([3, 1.4], vertical_alignment="bottom")
-    head.subheader("Goodput against cost")
+    head.subheader("Fleet cost of serving the rate" if fleet else "Goodput against cost")
     axis = tog.segmented_control("Cost axis", list(charts.PLAN_COST), key=K_COST_AXIS,
                                  default="cost_per_mtok_usd" if objective == "min_cost" else "price_usd_per_hour",
                                  format_func=lambda k: "US$/h" if k == "price_usd_per_hour" else "US$/Mtok",
-                                 help="GPU price per hour, or the cost of a million output tokens at each "
+                                 help=("The fleet's price per hour (replicas to deploy x GPU price)" if fleet else
+                                       "GPU price per hour") + ", or the cost of a million output tokens at each "
                                       "candidate's optimum.") or "price_usd_per_hour"
-    st.altair_chart(charts.unvalidated(charts.plan_frontier(table, objective, axis, fields)), width="stretch")
-    st.caption("Green dashed line: the Pareto frontier of the SLO-meeting candidates (nothing else is as cheap "
-               "and as good); ringed: the recommendation; bars: 95% CIs over replications; crosses: feasible "
-               "candidates that fail the SLO. Infeasible candidates are only in the table.")
+    c_table, c_objective = chart_inputs(table, objective)
+    st.altair_chart(charts.unvalidated(charts.plan_frontier(c_table, c_objective, axis, fields)), width="stretch")
+    if fleet:
+        st.caption("Every candidate that meets the SLO serves the same rate, so the chart compares what its fleet "
+                   "costs: US$/h is the fleet's (replicas to deploy x GPU price), the throughput is the fleet's at "
+                   "the sidebar's rate. Ringed: the recommendation (fewest replicas, then the cheaper fleet). "
+                   "Candidates that need more replicas than the search tries have no fleet price: like the "
+                   "infeasible ones, they are only in the table.")
+    else:
+        st.caption("Green dashed line: the Pareto frontier of the SLO-meeting candidates (nothing else is as cheap "
+                   "and as good); ringed: the recommendation; bars: 95% CIs over replications; crosses: feasible "
+                   "candidates that fail the SLO. Infeasible candidates are only in the table.")
 
     if best is None:
         return
     st.subheader("Recommended: " + " · ".join(f"{f} {best[f]}" for f in fields))
     col, label, _ = VALUE_COLUMN[objective]
     k = st.columns(4)
-    k[0].metric(label, f"{best[col]:.0%}" if objective == "min_cost" else
-                f"{best[col]:,.0f}" if objective == "max_adapters" else f"{best[col]:.3g}",
-                help=OBJECTIVE_HELP[objective] + ".")
+    if fleet:
+        k[0].metric("Replicas to deploy", f"{int(best['replicas_needed_max'])}",
+                    help=OBJECTIVE_HELP[objective] + f": the most any replication needed (per replication "
+                    f"{best['replicas_by_replication']}; mean {best[col]:.3g}).")
+    else:
+        k[0].metric(label, f"{best[col]:.0%}" if objective == "min_cost" else
+                    f"{best[col]:,.0f}" if objective == "max_adapters" else f"{best[col]:.3g}",
+                    help=OBJECTIVE_HELP[objective] + ".")
     p99 = float(best["ttft_p99_ms"])
     k[1].metric("TTFT p99 at the optimum", f"{p99:,.1f} ms" if math.isfinite(p99) else "n/a")
     k[2].metric("US$ per million tokens", "n/a" if not math.isfinite(best["cost_per_mtok_usd"]) else
                 f"${best['cost_per_mtok_usd']:.3f}")
-    k[3].metric("GPU price", f"${best['price_usd_per_hour']:.2f}/h")
+    if fleet:
+        k[3].metric("Fleet price", f"${best['fleet_price_usd_per_hour']:.2f}/h",
+                    help=f"{int(best['replicas_needed_max'])} x ${best['price_usd_per_hour']:.2f}/h per GPU.")
+    else:
+        k[3].metric("GPU price", f"${best['price_usd_per_hour']:.2f}/h")
     st.markdown(f"**Memory:** {res['memory']}.")
     _commands(res)
     if st.button("Open on What-if", type="primary", key=K_OPEN, icon=":material/arrow_forward:",
@@ -595,8 +662,8 @@ def render() -> None:
     state = controls.current()
     controls.show_header(state, "Plan", "The inverse question: which GPU, `--max-loras` and policy serve the "
                          "sidebar's traffic within an SLO, and at what cost? Each candidate configuration is searched "
-                         "for its largest SLO-meeting arrival rate (or adapter count), ranked with ties inside the "
-                         "noise, and the winner comes with vLLM and SGLang command lines.")
+                         "for its largest SLO-meeting arrival rate (or adapter count, or its fewest replicas), ranked "
+                         "with ties inside the noise, and the winner comes with vLLM and SGLang command lines.")
     if state.error:
         st.error(f"This scenario cannot be simulated. {state.error}", icon=":material/error:")
         return
@@ -607,9 +674,11 @@ def render() -> None:
     elif inputs is not None:
         shape = " x ".join(f"{len(v)} {k}" for k, v in inputs.grid)
         too_many = inputs.searches > MAX_PLAN_SEARCHES
+        probed = ("about 2 to 8 replica counts" if inputs.objective == "min_replicas" else
+                  "about 5 to 15 arrival rates")
         st.caption(f"{shape} = {inputs.configurations} configurations x {inputs.replications} replication(s) = "
                    f"{inputs.searches} searches (at most {MAX_PLAN_SEARCHES} on this page); each search probes "
-                   "about 5 to 15 arrival rates of about 6,000 requests each.")
+                   f"{probed} of about 6,000 requests each.")
         if too_many:
             st.error(f"This plan has {inputs.searches} searches ({inputs.configurations} configurations x "
                      f"{inputs.replications} replications), above this page's limit of {MAX_PLAN_SEARCHES} "

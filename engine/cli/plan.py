@@ -5,6 +5,10 @@
         [--objective max_rate] [--replications 3] [--price h100-80gb=2.5] [--out DIR] [--json]
         [--workers N] [--backend thread|process|ray] [--ray-address ADDR]
 
+    python -m engine plan --preset default --set arrival_rate_rps=64 --slo ttft_p99_ms=500 \
+        --objective min_replicas --grid gpu=a100-80gb,h100-80gb --grid router=least_loaded,lora_affinity \
+        [--max-replicas 16]
+
 Writes ``plan.csv`` (one row per configuration, ranked, ties marked), ``plan.json`` (the
 inputs, the recommendation and its server command lines) and ``plan.png`` (goodput against
 cost) to ``--out``.  Bad ``--slo`` / ``--grid`` / ``--price`` items exit 2 with one line naming them.
@@ -17,8 +21,8 @@ import time
 from pathlib import Path
 
 from ..backends import BackendError
-from ..planner import OBJECTIVES, plan, plan_summary, server_commands
-from ..scenario import Scenario
+from ..planner import MAX_REPLICAS_SEARCH, OBJECTIVES, VALUE_COLUMNS, plan, plan_summary, server_commands
+from ..scenario import MAX_REPLICAS, Scenario
 from .common import (
     add_backend_args,
     backend_args,
@@ -49,16 +53,17 @@ def _plot(res, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     t = res.table[res.table["feasible"]]
-    y = "max_rate_rps" if res.objective == "max_rate" else "max_adapters" if res.objective == "max_adapters" \
-        else "throughput_tok_s"
+    y = "throughput_tok_s" if res.objective == "min_cost" else VALUE_COLUMNS[res.objective]
+    x = "fleet_price_usd_per_hour" if res.objective == "min_replicas" else "price_usd_per_hour"
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for ok, marker, label in ((True, "o", "meets the SLO"), (False, "x", "does not")):
         g = t[t["meets_slo"] == ok]
-        ax.scatter(g["price_usd_per_hour"], g[y], marker=marker, label=label)
+        ax.scatter(g[x], g[y], marker=marker, label=label)
     b = res.best
     if b is not None:
-        ax.scatter([b["price_usd_per_hour"]], [b[y]], s=160, facecolors="none", edgecolors="k", label="recommended")
-    ax.set_xlabel("GPU price, US$/h (presets; override with --price)")
+        ax.scatter([b[x]], [b[y]], s=160, facecolors="none", edgecolors="k", label="recommended")
+    ax.set_xlabel(("fleet price (replicas needed x GPU price)" if x != "price_usd_per_hour" else "GPU price")
+                  + ", US$/h (presets; override with --price)")
     ax.set_ylabel(y)
     ax.set_title(f"plan: {res.objective}; SLO " + ", ".join(f"{k}={v:g}" for k, v in res.slo.items()), fontsize=9)
     ax.legend(fontsize=8)
@@ -85,7 +90,7 @@ def cmd_plan(a) -> int:
         prices = _number_pairs(a.price, "--price")
         t0 = time.perf_counter()
         res = plan(base, slo, grid, replications=a.replications, objective=a.objective,
-                   gpu_prices_usd_per_hour=prices, workers=a.workers,
+                   gpu_prices_usd_per_hour=prices, workers=a.workers, max_replicas=a.max_replicas,
                    progress=progress_default() and not a.json, **kw)
         wall = time.perf_counter() - t0
     except (ValueError, BackendError) as e:
@@ -109,9 +114,15 @@ def cmd_plan(a) -> int:
         print(json.dumps(doc, default=_json_default, allow_nan=False))
         return 0
     print(plan_summary(res) + f" ({wall:.1f} s)")
-    cols = [c for c in (*res.grid, "feasible", {"max_rate": "max_rate_rps", "max_adapters": "max_adapters"}.get(
-        res.objective, "meets_slo_frac"), *res.slo, "cost_per_mtok_usd", "tie_with_best", "reason") if c in res.table]
+    fleet = ("replicas_needed_max", "replicas_by_replication", "fleet_price_usd_per_hour") \
+        if res.objective == "min_replicas" else ()
+    cols = [c for c in dict.fromkeys((*res.grid, "feasible", VALUE_COLUMNS[res.objective], *fleet, *res.slo,
+                                      "cost_per_mtok_usd", "tie_with_best", "reason")) if c in res.table]
     print(res.table[cols].to_string(index=False, max_colwidth=60))
+    if res.best is not None and res.objective == "min_replicas":
+        n, router = int(res.best["replicas_needed_max"]), res.best["router"]
+        print(f"\n# fleet: {n} replica(s), each running the server below, behind a {router} router "
+              "(the router is the load balancer's setting, not a server flag)")
     for c in best_cmds:
         print(f"\n# {c['server']}{'' if c['supported'] else ' (no equivalent)'}: {c['note']}")
         if c["supported"]:
@@ -139,6 +150,9 @@ def add_commands(sub) -> None:
     p.add_argument("--grid", action="append", metavar="FIELD=V1,V2", help="candidate values of a field (repeatable)")
     p.add_argument("--objective", default="max_rate", choices=OBJECTIVES)
     p.add_argument("--replications", type=positive_int("--replications"), default=3)
+    p.add_argument("--max-replicas", type=positive_int("--max-replicas"), default=MAX_REPLICAS_SEARCH,
+                   help=f"min_replicas: the most replicas a search tries (default {MAX_REPLICAS_SEARCH}, "
+                        f"at most {MAX_REPLICAS})")
     p.add_argument("--price", action="append", metavar="GPU=USD_PER_HOUR", help="override a GPU price preset")
     p.add_argument("--workers", type=positive_int("--workers"), default=None)
     add_backend_args(p, "thread")

@@ -9,15 +9,25 @@ Invariants:
 * a configuration that cannot run stays in the table as infeasible, with its reason.
 
 Modules: ``slo`` (SLO metrics and the stability rule), ``search`` (bracketing searches of one
-configuration), ``memory`` (memory split, vLLM slot sizing), ``prices`` (GPU US$/h presets),
-``commands`` (server command lines), ``plan`` (``plan()``, the ranked table with ties).
+configuration: max rate, max adapters, min replicas), ``memory`` (memory split, vLLM slot sizing),
+``prices`` (GPU US$/h presets), ``commands`` (server command lines), ``plan`` (``plan()``, the ranked table with ties).
 """
 from .commands import Command, server_commands, sglang_command, vllm_command
 from .memory import memory_sentence, memory_split, vllm_max_lora_rank
-from .plan import MAX_CONFIGS, MAX_SEARCHES, OBJECTIVES, PlanResult, plan, plan_summary
+from .plan import (
+    MAX_CONFIGS,
+    MAX_REPLICAS_SEARCH,
+    MAX_SEARCHES,
+    OBJECTIVES,
+    VALUE_COLUMNS,
+    PlanResult,
+    plan,
+    plan_summary,
+)
 from .prices import GPU_PRICES_USD_PER_HOUR, cost_per_mtok_usd, price_table
 from .slo import SLO_METRICS, check_slo, meets, stable
 
-__all__ = ["Command", "server_commands", "vllm_command", "sglang_command", "plan", "PlanResult", "plan_summary", "OBJECTIVES", "MAX_CONFIGS", "MAX_SEARCHES", "SLO_METRICS",
+__all__ = ["Command", "server_commands", "vllm_command", "sglang_command", "plan", "PlanResult", "plan_summary", "OBJECTIVES", "VALUE_COLUMNS", "MAX_CONFIGS", "MAX_SEARCHES",
+           "MAX_REPLICAS_SEARCH", "SLO_METRICS",
            "check_slo", "meets", "stable", "GPU_PRICES_USD_PER_HOUR", "price_table", "cost_per_mtok_usd",
            "memory_split", "memory_sentence", "vllm_max_lora_rank"]

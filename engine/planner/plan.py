@@ -3,11 +3,12 @@
 For every configuration of a grid of scenario fields (GPU, ``max_loras``,
 ``max_cpu_loras``, strategy, ...) and every replication seed, a bracketing
 search (``search.py``) finds the largest arrival rate (``max_rate``) or adapter
-count (``max_adapters``) that meets the SLO on a stable server, or checks the
-base rate (``min_cost``).  Replication k uses seed ``base.seed + k`` for every
-configuration (common random numbers), so configurations are compared paired;
-a configuration whose paired difference to the best one has a 95 % CI that
-includes zero is a *tie*, not a runner-up.  Invalid configurations (weights or
+count (``max_adapters``) that meets the SLO on a stable server, checks the
+base rate (``min_cost``), or finds the fewest replicas behind the router that
+serve the base rate, the fleet's total (``min_replicas``).  Replication k uses
+seed ``base.seed + k`` for every configuration (common random numbers), so
+configurations are compared paired; a configuration whose paired difference to
+the best one has a 95 % CI that includes zero is a *tie*, not a runner-up.  Invalid configurations (weights or
 KV do not fit) stay in the table as infeasible, with the reason.
 """
 from __future__ import annotations
@@ -22,20 +23,28 @@ import pandas as pd
 
 from ..metrics import mean_ci
 from ..ranking import rank
-from ..scenario import Scenario, coerce
+from ..scenario import ENUMS, MAX_REPLICAS, Scenario, coerce
 from ..sweep import Progress, check_backend, parallel_map
 from . import search
 from .memory import memory_split, vllm_slot_budget_gb
 from .prices import cost_per_mtok_usd, price_table
 from .slo import SLO_METRICS, check_slo
 
-OBJECTIVES = ("max_rate", "max_adapters", "min_cost")
+OBJECTIVES = ("max_rate", "max_adapters", "min_cost", "min_replicas")
+#: Headline column of each objective in the table (its mean over replications; ``_ci_low``/``_ci_high`` beside).
+VALUE_COLUMNS = {"max_rate": "max_rate_rps", "max_adapters": "max_adapters", "min_cost": "meets_slo_frac",
+                 "min_replicas": "replicas_needed"}
+#: The scenario field each objective searches (a grid may not set it).
+SEARCHED = {"max_rate": "arrival_rate_rps", "max_adapters": "num_adapters", "min_replicas": "num_replicas"}
+MAX_REPLICAS_SEARCH = search.MAX_REPLICAS_SEARCH
 #: Upper bounds on one plan (configurations, and configurations x replications).
 MAX_CONFIGS = 256
 MAX_SEARCHES = 2048
 #: Summary metrics reported at each configuration's optimum (besides the SLO's own).
 REPORTED = ("ttft_p50_ms", "ttft_p99_ms", "tpot_mean_ms", "throughput_req_s", "throughput_tok_s",
             "swap_rate", "gpu_busy_frac", "slo_attainment")
+#: Also reported for min_replicas (the fleet's measures, docs/model.md 12).
+FLEET_REPORTED = ("load_imbalance", "adapter_duplication")
 
 
 @dataclass
@@ -60,6 +69,8 @@ class PlanResult:
             sc = sc.replace(arrival_rate_rps=float(row["max_rate_rps"]))
         if self.objective == "max_adapters" and row.get("max_adapters", 0) > 0:
             sc = sc.replace(num_adapters=int(row["max_adapters"]))
+        if self.objective == "min_replicas" and row.get("replicas_needed_max", 0) > 0:
+            sc = sc.replace(num_replicas=int(row["replicas_needed_max"]))  # the conservative count
         return sc
 
 
@@ -71,7 +82,7 @@ def _check_grid(grid, objective: str) -> dict[str, list]:
     if not isinstance(grid, Mapping):
         raise ValueError(f"grid: invalid value {grid!r}; allowed: a dict of scenario field -> list of values")
     names = set(Scenario.field_names())
-    searched = {"max_rate": "arrival_rate_rps", "max_adapters": "num_adapters"}.get(objective)
+    searched = SEARCHED.get(objective)
     out = {}
     for k, vals in grid.items():
         if k not in names:
@@ -83,6 +94,9 @@ def _check_grid(grid, objective: str) -> dict[str, list]:
         if isinstance(vals, (str, bytes)) or not isinstance(vals, (Sequence, np.ndarray)):
             raise ValueError(f"grid: field {k!r} needs a list of values, got {vals!r}")
         vals = [coerce(k, v) for v in vals]
+        bad = [v for v in vals if k in ENUMS and v not in ENUMS[k]]
+        if bad:
+            raise ValueError(f"grid: field {k!r}: invalid value {bad[0]!r}; allowed: {', '.join(ENUMS[k])}")
         if not vals:
             raise ValueError(f"grid: field {k!r} has no values; allowed: a non-empty list")
         if len(set(map(repr, vals))) != len(vals):
@@ -119,7 +133,7 @@ def _config_task(args) -> list[dict]:
     Replication 0 brackets from the base value; the others start at replication 0's answer with a
     small step (their crossings differ by noise only), which halves their probes.
     """
-    sc, seeds, slo, objective, rel_tol, probe_requests = args
+    sc, seeds, slo, objective, rel_tol, probe_requests, max_replicas = args
     out, start = [], None
     for seed in seeds:
         s = sc.replace(seed=seed)
@@ -127,6 +141,8 @@ def _config_task(args) -> list[dict]:
             r = search.max_rate(s, slo, rel_tol, probe_requests, start=start)
         elif objective == "max_adapters":
             r = search.max_adapters(s, slo, rel_tol, probe_requests, start=start)
+        elif objective == "min_replicas":
+            r = search.min_replicas(s, slo, probe_requests, start=start, upper=max_replicas)
         else:
             r = search.at_rate(s, slo, probe_requests)
         if start is None and r.value > 0:
@@ -140,14 +156,18 @@ def plan(base: Scenario, slo: dict, grid: dict, replications: int = 3, objective
          rel_tol: float = 0.03, probe_requests: int | None = 6000,
          gpu_prices_usd_per_hour: Mapping[str, float] | None = None,
          workers: int | None = None, progress: Progress = False, threads: bool = True,
-         backend: str | None = None, ray_address: str | None = None) -> PlanResult:
+         backend: str | None = None, ray_address: str | None = None,
+         max_replicas: int = MAX_REPLICAS_SEARCH) -> PlanResult:
     """Rank configurations by the objective under the SLO (see the module docstring).
 
     ``slo``: ``{summary metric: threshold}`` (``slo.SLO_METRICS`` says which are bounds from above or
     below); ``grid``: ``{scenario field: [candidate values]}``; ``objective``: ``max_rate`` (largest
     stable arrival rate within the SLO, req/s), ``max_adapters`` (largest ``num_adapters`` at the base
-    rate) or ``min_cost`` (cheapest configuration meeting the SLO at the base rate, by the GPU price
-    presets in US$/h).  ``rel_tol``: a search stops when its bracket is within this relative width.
+    rate), ``min_cost`` (cheapest configuration meeting the SLO at the base rate, by the GPU price
+    presets in US$/h) or ``min_replicas`` (fewest ``num_replicas`` in [1, ``max_replicas``] behind the
+    configuration's ``router`` that serve the base rate, the fleet's total, stably within the SLO; fewer
+    is better, then the cheaper fleet; ``rel_tol`` does not apply: the count is exact).  ``rel_tol``: a
+    search stops when its bracket is within this relative width.
     ``probe_requests``: each probe's measurement window is shortened (never lengthened) to about this
     many arrivals (None: the base scenario's window).  Raises ValueError naming the bad argument
     before any simulation.  ``workers``/``threads``: the pool (``engine.sweep.parallel_map``; threads by
@@ -177,6 +197,8 @@ def plan(base: Scenario, slo: dict, grid: dict, replications: int = 3, objective
                                        or not 500 <= probe_requests <= 200_000):
         raise ValueError(f"probe_requests: invalid value {probe_requests!r}; allowed: None or an integer in "
                          f"[500, 200000]")
+    if isinstance(max_replicas, bool) or not isinstance(max_replicas, int) or not 1 <= max_replicas <= MAX_REPLICAS:
+        raise ValueError(f"max_replicas: invalid value {max_replicas!r}; allowed: an integer in [1, {MAX_REPLICAS}]")
     grid = _check_grid(grid, objective)
     prices = price_table(gpu_prices_usd_per_hour)
     configs = _configs(base, grid)
@@ -187,31 +209,38 @@ def plan(base: Scenario, slo: dict, grid: dict, replications: int = 3, objective
         raise ValueError(f"grid: {len(feasible)} configurations x {replications} replications; allowed: at most "
                          f"{MAX_SEARCHES} searches")
     seeds = [base.seed + k for k in range(replications)]
-    tasks = [(configs[i][1], seeds, slo, objective, float(rel_tol), probe_requests) for i in feasible]
+    tasks = [(configs[i][1], seeds, slo, objective, float(rel_tol), probe_requests, max_replicas) for i in feasible]
     per_config = parallel_map(_config_task, tasks, workers=workers, progress=progress, desc="plan",
                               threads=threads, backend=backend, ray_address=ray_address) if tasks else []
     owner = [(i, k) for i in feasible for k in range(replications)]
     results = [r for rs in per_config for r in rs]
     runs = pd.DataFrame([{"config": i, "replication": k, "value": r["value"], "probes": r["probes"],
                           "reason": r["reason"], "capped": r["capped"],
-                          **{m: (r["summary"] or {}).get(m, math.nan) for m in (*slo, *REPORTED)}}
+                          **{m: (r["summary"] or {}).get(m, math.nan) for m in (*slo, *_reported(objective))}}
                          for (i, k), r in zip(owner, results)])
-    table = _table(base, slo, grid, configs, runs, objective, prices, replications)
+    table = _table(base, slo, grid, configs, runs, objective, prices, replications, max_replicas)
     best = table.iloc[0].to_dict() if len(table) and bool(table.iloc[0]["recommended"]) else None
     return PlanResult(table=table, best=best, objective=objective, slo=slo, grid=grid, base=base,
                       replications=replications, runs=runs)
 
 
 def _value_name(objective: str) -> str:
-    return {"max_rate": "max_rate_rps", "max_adapters": "max_adapters", "min_cost": "meets_slo_frac"}[objective]
+    return VALUE_COLUMNS[objective]
 
 
-def _table(base, slo, grid, configs, runs, objective, prices, replications) -> pd.DataFrame:
+def _reported(objective: str) -> tuple[str, ...]:
+    return (*REPORTED, *FLEET_REPORTED) if objective == "min_replicas" else REPORTED
+
+
+def _table(base, slo, grid, configs, runs, objective, prices, replications, max_replicas=MAX_REPLICAS_SEARCH
+           ) -> pd.DataFrame:
     vname = _value_name(objective)
     rows = []
     for i, (point, sc, reason) in enumerate(configs):
         row = {"config": i, **point}
         row["strategy"] = (sc or base).strategy if "strategy" not in point else point["strategy"]
+        if objective == "min_replicas":
+            row["router"] = (sc or base).router if "router" not in point else point["router"]
         row["feasible"] = sc is not None
         gpu = sc.gpu if sc is not None else point.get("gpu", base.gpu)
         row["price_usd_per_hour"] = prices.get(gpu, math.nan)
@@ -221,16 +250,29 @@ def _table(base, slo, grid, configs, runs, objective, prices, replications) -> p
         vals = g["value"].to_numpy(float) if len(g) else np.array([])
         if objective == "min_cost":
             vals = (vals > 0).astype(float)
-        mean, lo, hi = mean_ci(vals) if len(vals) else (math.nan, math.nan, math.nan)
+        missing = objective == "min_replicas" and bool((vals <= 0).any())
+        mean, lo, hi = mean_ci(vals) if len(vals) and not missing else (math.nan, math.nan, math.nan)
         row[vname] = mean
         row[f"{vname}_ci_low"], row[f"{vname}_ci_high"] = lo, hi
+        n_gpus = (sc or base).num_replicas
+        if objective == "min_replicas":
+            cap = search.replicas_cap(sc or base, max_replicas)
+            row["replicas_needed_max"] = float(vals.max()) if len(vals) and not missing else math.nan
+            row["replicas_by_replication"] = ",".join(str(int(v)) if v > 0 else f">{cap}" for v in vals)
+            n_gpus = row["replicas_needed_max"]
         row["probes"] = int(g["probes"].sum()) if len(g) else 0
         row["capped"] = bool(g["capped"].any()) if len(g) else False
-        for m in (*slo, *REPORTED):
+        for m in (*slo, *_reported(objective)):
             row[m] = float(np.nanmean(g[m])) if len(g) and np.isfinite(g[m]).any() else math.nan
-        row["cost_per_mtok_usd"] = cost_per_mtok_usd(row["price_usd_per_hour"], row["throughput_tok_s"])
+        # the fleet's price: every GPU of it (one GPU unless the scenario is a fleet)
+        row["fleet_price_usd_per_hour"] = row["price_usd_per_hour"] * n_gpus
+        row["cost_per_mtok_usd"] = cost_per_mtok_usd(row["fleet_price_usd_per_hour"], row["throughput_tok_s"])
         if sc is None:
             row["reason"] = reason
+        elif objective == "min_replicas" and not (mean > 0):
+            n_bad = int((vals <= 0).sum())
+            row["reason"] = (f"SLO not met with up to {cap} replicas in {n_bad} of {len(vals)} replication(s): "
+                             + _first(g.loc[g["value"] <= 0, "reason"]))
         elif objective != "min_cost" and not (mean > 0):
             row["reason"] = "SLO not met at any probed value: " + _first(g["reason"])
         elif objective == "min_cost" and mean < 1:
@@ -256,6 +298,10 @@ def _rank(table: pd.DataFrame, runs: pd.DataFrame, objective: str, vname: str, r
     if objective == "min_cost":
         key = np.where(ok, table["cost_per_mtok_usd"].fillna(np.inf), np.inf)
         order = np.lexsort((-table[vname].fillna(-1).to_numpy(), key))
+    elif objective == "min_replicas":  # fewest replicas (mean), then the cheaper fleet per hour, then per token
+        key = np.where(ok, table[vname].fillna(np.inf).to_numpy(), np.inf)
+        order = np.lexsort((table["cost_per_mtok_usd"].fillna(np.inf).to_numpy(),
+                            table["fleet_price_usd_per_hour"].fillna(np.inf).to_numpy(), key))
     else:
         key = np.where(ok, -table[vname].fillna(0).to_numpy(), np.inf)
         order = np.argsort(key, kind="stable")
@@ -276,7 +322,8 @@ def _rank(table: pd.DataFrame, runs: pd.DataFrame, objective: str, vname: str, r
         return table.set_index("config", drop=False)
     ok_cfgs = [int(c) for c in table.loc[table["meets_slo"], "config"]]
     vals = {c: runs[runs["config"] == c].sort_values("replication")["value"].to_numpy(float) for c in ok_cfgs}
-    r = rank(vals, higher_is_better=True)  # same order as the table's (both stable): r.best is row 0
+    # same order as the table's (both stable; equal means keep the table's order): r.best is row 0
+    r = rank(vals, higher_is_better=objective != "min_replicas")
     for j in range(1, len(table)):
         c = int(table.loc[j, "config"])
         if c not in r.stats or "diff_ci_low" not in r.stats[c]:
@@ -296,10 +343,20 @@ def plan_summary(res: PlanResult) -> str:
     b = res.best
     fields = ", ".join(f"{k}={b[k]}" for k in res.grid)
     ties = res.table[res.table["tie_with_best"]]
-    unit = {"max_rate_rps": " req/s", "max_adapters": " adapters", "meets_slo_frac": ""}[vname]
+    unit = {"max_rate_rps": " req/s", "max_adapters": " adapters", "meets_slo_frac": "",
+            "replicas_needed": " replicas"}[vname]
     head = f"Best: {fields or 'the base scenario'}"
     if res.objective == "min_cost":
         head += f" at US${b['cost_per_mtok_usd']:.3g} per million output tokens"
+    elif res.objective == "min_replicas":
+        n = int(b["replicas_needed_max"])
+        spread = (f"; per replication {b['replicas_by_replication']}, mean {b[vname]:.3g}"
+                  if res.replications > 1 else "")
+        rate = ("the trace's arrivals" if res.base.trace else
+                f"{float(b.get('arrival_rate_rps', res.base.arrival_rate_rps)):.4g} req/s")
+        head += (f": {n} replica(s) behind the {b['router']} router serve {rate} "
+                 f"(the most any replication needed{spread}), US${b['fleet_price_usd_per_hour']:.3g}/h for the fleet, "
+                 f"US${b['cost_per_mtok_usd']:.3g} per million output tokens")
     else:
         ci = (f" (95% CI {b[vname + '_ci_low']:.4g}-{b[vname + '_ci_high']:.4g})"
               if math.isfinite(b[vname + "_ci_low"]) else " (1 replication: no CI)")

@@ -1,4 +1,5 @@
-"""Bracketing searches for the planner: the largest arrival rate, or adapter count, that meets an SLO.
+"""Bracketing searches for the planner: the largest arrival rate, or adapter count, that meets an SLO, or
+the fewest replicas that serve the scenario's rate within it.
 
 One search runs for one configuration and one replication seed (common random
 numbers: every configuration and every probe of a search use the same seed, so
@@ -11,13 +12,19 @@ finds one of the crossing points, which the replications' CI reflects).
 Bracket: from the start value, double (or halve) until one value passes and the
 next fails, then bisect until ``hi / lo - 1 <= rel_tol``.  The result is the
 largest passing value probed (``lo``) with the summary of that probe.
+
+``min_replicas`` is the mirror image over the integer ``num_replicas`` (passing is monotone
+*increasing* in it): gallop up from the start (1, 2, 4, 8, ...: doubling) until a count passes,
+or down from a passing start (N - 1, N - 3, N - 7, ...) until one fails, then bisect until the
+failing and the passing counts are adjacent; the answer is that passing count (a crossing: the
+count below it was probed and failed).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from ..scenario import MAX_REQUESTS, Scenario
+from ..scenario import MAX_REPLICA_ADAPTERS, MAX_REPLICAS, MAX_REQUESTS, Scenario
 from ..sim import simulate
 from .slo import verdict
 
@@ -32,6 +39,8 @@ PROBE_QUEUE_MIN = 64
 MIN_WINDOW_REQUESTS = 100
 #: Largest adapter count a max_adapters search probes.
 MAX_ADAPTERS = 100_000
+#: Largest replica count a min_replicas search probes by default (engine.MAX_REPLICAS is the hard limit).
+MAX_REPLICAS_SEARCH = 16
 
 
 @dataclass
@@ -54,13 +63,15 @@ def probe_cap(sc: Scenario, slo: dict | None = None) -> int:
     ``q = min(PROBE_QUEUE_S, 4 x the tightest TTFT/queue threshold of the SLO)``.  A request that finds
     such a queue waits about ``q`` seconds (near capacity the server drains about the arrival rate), four
     times what the SLO allows; a probe far beyond capacity stops growing its queue there instead of
-    simulating (and scanning) an ever longer one.
+    simulating (and scanning) an ever longer one.  On a fleet the cap is per replica (every replica is a full
+    server of the scenario), sized on its share of the arrivals, ``arrival_rate_rps / num_replicas``.
     """
     q = PROBE_QUEUE_S
     for k, v in (slo or {}).items():
         if k.startswith(("ttft_", "queue_", "load_wait_")):
             q = min(q, 4.0 * v / 1e3)
-    return int(sc.max_batch_size + max(PROBE_QUEUE_MIN, math.ceil(sc.arrival_rate_rps * q)))
+    rate = sc.arrival_rate_rps / max(1, sc.num_replicas)
+    return int(sc.max_batch_size + max(PROBE_QUEUE_MIN, math.ceil(rate * q)))
 
 
 def probe_scenario(sc: Scenario, field: str, value, probe_requests: int | None, slo: dict | None = None
@@ -185,3 +196,77 @@ def at_rate(sc: Scenario, slo: dict, probe_requests: int | None = None) -> Searc
     """One probe at the scenario's own rate (the min_cost objective)."""
     ok, summ, why = _probe(sc, slo, "arrival_rate_rps", sc.arrival_rate_rps, probe_requests)
     return SearchResult(sc.arrival_rate_rps if ok else 0.0, summ, 1, "" if ok else why, False)
+
+
+def replicas_cap(sc: Scenario, upper: int = MAX_REPLICAS_SEARCH) -> int:
+    """Largest replica count a min_replicas search of ``sc`` may probe: ``upper``, within engine.MAX_REPLICAS
+    and the fleet's replica x adapter bound (at least 1)."""
+    return max(1, min(int(upper), MAX_REPLICAS, MAX_REPLICA_ADAPTERS // max(1, sc.num_adapters)))
+
+
+def min_replicas(sc: Scenario, slo: dict, probe_requests: int | None = None, start: int | None = None,
+                 upper: int = MAX_REPLICAS_SEARCH) -> SearchResult:
+    """Fewest replicas (``num_replicas`` in [1, ``replicas_cap(sc, upper)``]) that serve ``sc``'s arrival rate
+    (the fleet's total) stably within ``slo`` (see the module docstring).
+
+    ``start`` (e.g. another replication's answer) begins the gallop there (steps 1, 2, 4, ...) instead of at 1.
+    ``value``: the count found (0 if none up to the cap passes); ``reason``: why the largest failing count
+    probed failed (the one just below the answer, or the cap's when none passes).  A count the scenario
+    refuses (e.g. a state-reading router with the Belady oracle) fails with the validation message, and no
+    larger count is probed.
+    """
+    cap = replicas_cap(sc, upper)
+    probes = 0
+
+    def probe(n: int) -> tuple[bool, dict | None, str, bool]:
+        nonlocal probes
+        try:
+            s = probe_scenario(sc, "num_replicas", n, probe_requests, slo).validate()
+        except ValueError as e:
+            return False, None, f"num_replicas={n} is not allowed: {e}", True
+        probes += 1
+        summ = simulate(s).summary
+        ok, why = verdict(summ, slo, s.arrival_rate_rps, s.duration_s - s.warmup_s)
+        return ok, _summary_row(summ), (f"{n} replica(s): {why}" if why else ""), False
+
+    x = min(max(int(start or 1), 1), cap)
+    ok, summ, why, invalid = probe(x)
+    lo, lo_why = None, ""        # largest failing count probed, and why it failed
+    hi, hi_s = None, None        # smallest passing count probed, and its summary
+    step = 1
+    if ok:
+        hi, hi_s = x, summ
+        while hi > 1:
+            nxt = max(1, hi - step)
+            ok, summ, why, _ = probe(nxt)
+            if ok:
+                hi, hi_s = nxt, summ
+                step *= 2
+            else:
+                lo, lo_why = nxt, why
+                break
+        if lo is None:
+            return SearchResult(float(hi), hi_s, probes, "", False)
+    else:
+        lo, lo_why = x, why
+        while not invalid and lo < cap and probes < MAX_PROBES:
+            nxt = min(cap, lo + step)
+            ok, summ, why, invalid = probe(nxt)
+            if ok:
+                hi, hi_s = nxt, summ
+                break
+            lo, lo_why = nxt, why
+            step *= 2
+        if hi is None:
+            if not invalid and cap < upper:
+                lo_why += (f"; the search stops at {cap} replicas (num_replicas x num_adapters <= "
+                           f"{MAX_REPLICA_ADAPTERS:,}, num_replicas <= {MAX_REPLICAS})")
+            return SearchResult(0.0, None, probes, lo_why, False)
+    while hi - lo > 1 and probes < MAX_PROBES:
+        mid = (lo + hi) // 2
+        ok, summ, why, _ = probe(mid)
+        if ok:
+            hi, hi_s = mid, summ
+        else:
+            lo, lo_why = mid, why
+    return SearchResult(float(hi), hi_s, probes, lo_why, False)
