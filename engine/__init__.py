@@ -10,7 +10,8 @@ The public API is this module, ``engine.presets``, ``engine.calibration`` and
 import-linter contract in pyproject.toml checks it; docs/architecture.md maps
 the layers).
 """
-from . import presets
+# jitcache first (alphabetical, too): it points Numba's cache at the jitted sources' digest before any loads
+from . import jitcache, presets  # noqa: F401
 from .bottlenecks import Cause, causes, effective_slots, run_causes
 from .kernels import DENSE_OPS, KERNEL_PARAMS, dense_layer_ms, dense_op_ms
 from .metrics import mean_ci
