@@ -511,6 +511,12 @@ def compare(scenario: Scenario, strategies=None, replications: int = 5, metrics=
     for s in strategies:
         for k in range(replications):
             r = simulate(scenario.replace(strategy=s, seed=scenario.seed + k))
+            if not rows and metrics is not None:  # checked on the first run's summary, before the others
+                numeric = [m for m, v in r.summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+                bad = [m for m in (metrics if isinstance(metrics, (list, tuple)) else [metrics]) if m not in numeric]
+                if bad or not isinstance(metrics, (list, tuple)) or not metrics:
+                    raise ValueError(f"metrics: invalid value {bad[0] if bad else metrics!r}; allowed: a non-empty "
+                                     f"list of summary metrics ({', '.join(sorted(numeric))})")
             rows.append({"strategy": s, "replication": k, **r.summary})
     df = pd.DataFrame(rows)
     metric_cols = metrics or [c for c in df.columns if c not in ("strategy", "replication")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from engine import Scenario, presets, read_trace, simulate
+from engine import Scenario, compare, presets, read_trace, simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -126,3 +126,12 @@ def test_cli_bad_input_exits_2_with_one_line(args, field):
     assert p.returncode == 2
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and field in lines[0] and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("metrics", [["completed_frac"], "ttft_p99_ms", [], ["ttft_p99_ms", "warp"]])
+def test_compare_names_a_bad_metric(metrics):
+    sc = Scenario.from_preset("default", duration_s=2.0, warmup_s=0.5, num_adapters=4, hot_set_k=-1)
+    with pytest.raises(ValueError, match=r"^metrics: invalid value .*allowed: a non-empty list of summary metrics"):
+        compare(sc, ["naive"], replications=1, metrics=metrics)
+    ok = compare(sc, ["naive"], replications=2, metrics=["ttft_p99_ms"])
+    assert list(ok["metric"]) == ["ttft_p99_ms"]
