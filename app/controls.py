@@ -680,6 +680,33 @@ def url_int(key: str, raw: str, lo: int, hi: int, default: int) -> tuple[str | N
     return str(c), issue
 
 
+def url_page_params(params: Mapping[str, Any], ints: Mapping[str, tuple[int, int, int]],
+                    choices: Mapping[str, Sequence[str]] | None = None) -> tuple[dict, list]:
+    """A page's URL parameters cleaned (``PAGE_PARAMS`` sanitizers): ``ints`` key -> (min, max, default), clamped
+    by ``url_int``; ``choices`` key -> allowed strings (others dropped); any other key ignored.  Each correction is
+    an Issue naming the parameter.  The last value of a repeated key counts."""
+    clean, issues = {}, []
+    for key, vals in params.items():
+        vals = [str(v) for v in (vals if isinstance(vals, (list, tuple)) else [vals])]
+        raw = vals[-1].strip()
+        if choices and key in choices:
+            if raw in choices[key]:
+                clean[key] = raw
+            else:
+                issues.append(Issue(key, f"URL parameter `{key}`={raw!r} dropped (allowed: "
+                                         f"{', '.join(choices[key])})", "malformed"))
+            continue
+        if key not in ints:
+            issues.append(Issue(key, f"Unknown URL parameter `{key}` ignored", "unknown"))
+            continue
+        value, issue = url_int(key, raw, *ints[key])
+        if issue:
+            issues.append(issue)
+        if value is not None:
+            clean[key] = value
+    return clean, issues
+
+
 def sanitize_url_once(uses_scenario: bool = True) -> None:
     """Clean ``st.query_params`` on a session's first run, before any widget binds to it.
 

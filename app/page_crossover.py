@@ -21,19 +21,7 @@ _INT_PARAMS = {K_REPS: (MIN_REPLICATIONS, MAX_REPLICATIONS, DEFAULT_REPLICATIONS
 
 def sanitize_query(params: Mapping[str, list[str]]) -> tuple[dict, list]:
     """Clean the page's ``xo_`` URL parameters (registered with ``controls.PAGE_PARAMS``)."""
-    clean, issues = {}, []
-    for key, vals in params.items():
-        vals = [str(v) for v in (vals if isinstance(vals, (list, tuple)) else [vals])]
-        raw = vals[-1].strip()
-        if key not in _INT_PARAMS:
-            issues.append(controls.Issue(key, f"Unknown URL parameter `{key}` ignored", "unknown"))
-            continue
-        value, issue = controls.url_int(key, raw, *_INT_PARAMS[key])
-        if issue:
-            issues.append(issue)
-        if value is not None:
-            clean[key] = value
-    return clean, issues
+    return controls.url_page_params(params, _INT_PARAMS)
 
 
 controls.PAGE_PARAMS[PREFIX] = sanitize_query

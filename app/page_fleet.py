@@ -34,26 +34,7 @@ KPIS = [("ttft_p50_ms", "TTFT p50 (ms)"), ("ttft_p99_ms", "TTFT p99 (ms)"), ("th
 
 def sanitize_query(params: Mapping[str, list[str]]) -> tuple[dict, list]:
     """Clean the page's ``fl_`` URL parameters (registered with ``controls.PAGE_PARAMS``)."""
-    clean, issues = {}, []
-    for key, vals in params.items():
-        vals = [str(v) for v in (vals if isinstance(vals, (list, tuple)) else [vals])]
-        raw = vals[-1].strip()
-        if key == K_STRATEGY:
-            if raw in STRATEGIES:
-                clean[key] = raw
-            else:
-                issues.append(controls.Issue(key, f"URL parameter `{key}`={raw!r} dropped (allowed: "
-                                                  f"{', '.join(STRATEGIES)})", "malformed"))
-            continue
-        if key not in _INT_PARAMS:
-            issues.append(controls.Issue(key, f"Unknown URL parameter `{key}` ignored", "unknown"))
-            continue
-        value, issue = controls.url_int(key, raw, *_INT_PARAMS[key])
-        if issue:
-            issues.append(issue)
-        if value is not None:
-            clean[key] = value
-    return clean, issues
+    return controls.url_page_params(params, _INT_PARAMS, {K_STRATEGY: list(STRATEGIES)})
 
 
 controls.PAGE_PARAMS[PREFIX] = sanitize_query
