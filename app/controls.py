@@ -822,32 +822,59 @@ def _set_page_param(key: str, value: Any, source: str) -> list[Issue]:
     return issues
 
 
+def on_upload(key: str, error_key: str, parse: Callable[[str, bytes], Any],
+              apply: Callable[[str, Any], str | None], msg_key: str | None = None) -> None:
+    """The shape of every file_uploader callback: the file the widget ``key`` holds; the last upload's error
+    (``error_key``) and message (``msg_key``) cleared; ``parse(name, data)``, whose ValueError (its text names
+    the file and the field, and says what is allowed, e.g. the size limit) is kept under ``error_key`` for the
+    page to show; else ``apply(name, parsed)``, whose message is kept under ``msg_key``.  No file (the upload
+    was removed): nothing else."""
+    ss = st.session_state
+    f = ss.get(key)
+    ss.pop(error_key, None)
+    if msg_key is not None:
+        ss.pop(msg_key, None)
+    if f is None:
+        return
+    try:
+        parsed = parse(f.name, f.getvalue())
+    except ValueError as e:
+        ss[error_key] = str(e)
+        return
+    msg = apply(f.name, parsed)
+    if msg_key is not None:
+        ss[msg_key] = msg
+
+
+def read_scenario_upload(name: str, data: bytes) -> tuple[Scenario, list[str] | None, int | None]:
+    """An uploaded scenario.json: (scenario, strategies, replications); ValueError naming the file."""
+    try:
+        sc, strategies, replications = exports.read_scenario_json(data.decode("utf-8"))
+        sc.validate()
+    except UnicodeDecodeError:
+        raise ValueError(f"{name}: not UTF-8 text; expected a scenario.json file") from None
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
+    return sc, strategies, replications
+
+
+def restored_message(msg: str, issues: Sequence[Issue]) -> str:
+    """``msg``, then the controls ``apply_scenario`` had to adjust (if any)."""
+    if issues:
+        msg += " Adjusted to the controls' ranges: " + "; ".join(i.message for i in issues)
+    return msg
+
+
+def _restore_upload(name: str, parsed: tuple) -> str:
+    return restored_message(f"Restored {name}.", apply_scenario(*parsed))
+
+
 def on_scenario_upload() -> None:
     """file_uploader callback: restore the uploaded scenario.json (errors kept for display).
 
     Accepts this app's scenario.json (a scenario plus ``strategies`` and ``replications``) and a plain
     scenario (older exports, the engine CLI's)."""
-    ss = st.session_state
-    f = ss.get("scenario_upload")
-    ss.pop("_upload_error", None)
-    ss.pop("_upload_msg", None)
-    if f is None:
-        return
-    try:
-        text = f.getvalue().decode("utf-8")
-        sc, strategies, replications = exports.read_scenario_json(text)
-        sc.validate()
-    except UnicodeDecodeError:
-        ss["_upload_error"] = f"{f.name}: not UTF-8 text; expected a scenario.json file"
-        return
-    except ValueError as e:
-        ss["_upload_error"] = f"{f.name}: {e}"
-        return
-    issues = apply_scenario(sc, strategies, replications)
-    msg = f"Restored {f.name}."
-    if issues:
-        msg += " Adjusted to the controls' ranges: " + "; ".join(i.message for i in issues)
-    ss["_upload_msg"] = msg
+    on_upload("scenario_upload", "_upload_error", read_scenario_upload, _restore_upload, "_upload_msg")
 
 
 #: An uploaded config.json: at most this many bytes (a real one is 1-5 KB), and at most this many models
@@ -891,21 +918,16 @@ def register_config(data: bytes, filename: str = "config.json") -> tuple[str, st
                         f"{gib:.1f} GiB of fp16 weights, {model.n_layers} layers; selected as the base model.")
 
 
+def _select_model(_name: str, registered: tuple[str, str]) -> str:
+    model, msg = registered
+    st.session_state["model"] = model
+    return msg
+
+
 def on_config_upload() -> None:
     """file_uploader callback: register the uploaded config.json's model and select it."""
-    ss = st.session_state
-    f = ss.get("config_upload")
-    ss.pop("_config_error", None)
-    ss.pop("_config_msg", None)
-    if f is None:
-        return
-    try:
-        name, msg = register_config(f.getvalue(), f.name)
-    except ValueError as e:
-        ss["_config_error"] = str(e)
-        return
-    ss["model"] = name
-    ss["_config_msg"] = msg
+    on_upload("config_upload", "_config_error", lambda name, data: register_config(data, name), _select_model,
+              "_config_msg")
 
 
 def _keep_valid(c: Control, ctx: Ctx, bounds, options) -> None:

@@ -9,14 +9,13 @@ bounded to ``MAX_SWEEP_REQUESTS`` simulated requests.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import pandas as pd
 import streamlit as st
 
-from app import charts, controls, runner
-from engine import ROUTERS, STRATEGIES, mean_ci, rank
+from app import charts, controls, runner, verdicts
+from engine import ROUTERS, STRATEGIES, mean_ci
 
 PREFIX = "fl_"
 K_REPS, K_MAX, K_STRATEGY = "fl_reps", "fl_max", "fl_strategy"
@@ -27,6 +26,7 @@ DEFAULT_MAX, SWEEP_COUNTS = 8, (1, 2, 3, 4, 6, 8, 12, 16)
 #: Work cap of one replica sweep (all its runs together).
 MAX_SWEEP_REQUESTS = 1_500_000
 _INT_PARAMS = {K_REPS: (1, MAX_REPS, DEFAULT_REPS), K_MAX: (2, controls.MAX_UI_REPLICAS, DEFAULT_MAX)}
+#: The router table's columns: summary key, label (number formats: ``verdicts.column_formats``, by unit).
 KPIS = [("ttft_p50_ms", "TTFT p50 (ms)"), ("ttft_p99_ms", "TTFT p99 (ms)"), ("throughput_tok_s", "Tokens/s"),
         ("slo_attainment", "SLO met"), ("swap_rate", "Swap rate"), ("load_imbalance", "Load imbalance (max/mean)"),
         ("adapter_duplication", "Replicas per adapter")]
@@ -40,34 +40,27 @@ def sanitize_query(params: Mapping[str, list[str]]) -> tuple[dict, list]:
 controls.PAGE_PARAMS[PREFIX] = sanitize_query
 
 
+#: The verdict's sentences (``verdicts.verdict_text``), by kind.
+VERDICT_TEXTS = {
+    "none": "No router has a {label} in the measurement window.",
+    "single": "Only {best} has a {label} in the measurement window: no other router to compare it with.",
+    "lead": "{best} leads on {label} in one replication: no confidence interval, so no verdict "
+            "(set Replications to 2 or more).",
+    "tie": "Tie on {label}: {best} and {tied} are within the noise (paired 95 % CI over {n} replications).",
+    "win": "{best} wins on {label}, ahead of {second} (the paired 95 % CI of every difference excludes zero over "
+           "{n} replications; every router sees the same requests).",
+}
+
+
 def router_table(reps: Mapping[str, list[dict]]) -> pd.DataFrame:
     """One row per router: mean and 95 % CI half-width of each KPI over the replications."""
-    rows = []
-    for r, summaries in reps.items():
-        row = {"router": r}
-        for key, label in KPIS:
-            m, lo, hi = mean_ci([float(s.get(key, math.nan)) for s in summaries])
-            row[label] = m
-            row[label + " ±"] = (hi - lo) / 2 if math.isfinite(lo) else math.nan
-        rows.append(row)
-    return pd.DataFrame(rows)
+    return verdicts.ci_table(reps, KPIS, "router")
 
 
 def verdict(reps: Mapping[str, list[dict]], metric: str = "ttft_p99_ms") -> tuple[str, str]:
     """Noise-aware verdict on ``metric`` (lower is better) over paired replications: (text, kind)."""
-    r = rank({k: [s[metric] for s in v] for k, v in reps.items()}, higher_is_better=False)
-    if r.best is None:
-        return "No router has a p99 TTFT in the measurement window.", "none"
-    fmt = lambda k: f"**{k}** ({r.stats[k]['mean']:,.0f} ms)"  # noqa: E731
-    if not r.has_ci:
-        return (f"{fmt(r.best)} leads on p99 TTFT in one replication: no confidence interval, so no verdict "
-                "(set Replications to 2 or more).", "lead")
-    if r.tied:
-        return (f"Tie on p99 TTFT: {fmt(r.best)} and {', '.join(fmt(k) for k in r.tied)} are within the noise "
-                f"(paired 95 % CI over {r.stats[r.best]['n']} replications).", "tie")
-    second = [k for k in r.order if k != r.best][0]
-    return (f"{fmt(r.best)} wins on p99 TTFT, ahead of {fmt(second)} (the paired 95 % CI of every difference "
-            f"excludes zero over {r.stats[r.best]['n']} replications; every router sees the same requests).", "win")
+    return verdicts.verdict(reps, metric, False, VERDICT_TEXTS, lambda k, s: f"**{k}** ({s['mean']:,.0f} ms)",
+                            label="p99 TTFT")
 
 
 def replica_frame(results: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -141,8 +134,7 @@ def render() -> None:
             st.info(text, icon={"win": ":material/emoji_events:", "tie": ":material/balance:"}.get(
                 kind, ":material/info:"))
             table = router_table(reps)
-            fmt = {c: st.column_config.NumberColumn(c, format="%.3f" if "rate" in c or "SLO" in c or "per" in c
-                                                    or "imbalance" in c else "%.1f") for c in table.columns[1:]}
+            fmt = {c: st.column_config.NumberColumn(c, format=f) for c, f in verdicts.column_formats(KPIS).items()}
             st.dataframe(table, hide_index=True, width="stretch", column_config=fmt)
             st.caption("Mean over the replications and the half-width of its 95 % CI (±). Load imbalance: the "
                        "busiest replica's requests over the mean; replicas per adapter: how many GPUs hold an "

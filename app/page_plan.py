@@ -558,10 +558,8 @@ def _open_on_whatif() -> None:
     issues = controls.apply_scenario(sc)
     ss.pop("_upload_error", None)
     fields = ", ".join(f"{f}={res['best'][f]}" for f in res["fields"])
-    msg = f"Loaded the plan's recommended configuration ({fields}) at {sc.arrival_rate_rps:.4g} req/s."
-    if issues:
-        msg += " Adjusted to the controls' ranges: " + "; ".join(i.message for i in issues)
-    ss["_upload_msg"] = msg
+    ss["_upload_msg"] = controls.restored_message(
+        f"Loaded the plan's recommended configuration ({fields}) at {sc.arrival_rate_rps:.4g} req/s.", issues)
 
 
 def _commands(res: dict) -> None:

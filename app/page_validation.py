@@ -896,10 +896,8 @@ def _use_fitted(key: str = FIT_KEY) -> None:
     issues = controls.apply_scenario(sc)
     ss.pop("_upload_error", None)
     vals = ", ".join(f"{p}={v:.4g}" for p, v in fit["values"].items())
-    msg = f"Loaded the scenario fitted to {fit['name']} (base: {fit['base_label']}; {vals})."
-    if issues:
-        msg += " Adjusted to the controls' ranges: " + "; ".join(i.message for i in issues)
-    ss["_upload_msg"] = msg
+    ss["_upload_msg"] = controls.restored_message(
+        f"Loaded the scenario fitted to {fit['name']} (base: {fit['base_label']}; {vals}).", issues)
 
 
 def _param_help() -> str:

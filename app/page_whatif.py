@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import streamlit as st
 
-from app import charts, controls, exports, runner
+from app import charts, controls, exports, runner, verdicts
 from engine import (
     STRATEGIES,
     TRACE_CITATION,
@@ -15,23 +15,21 @@ from engine import (
     causes,
     contenders_excluded,
     effective_slots,
-    mean_ci,
     presets,
-    rank,
 )
 
-#: KPI tiles: summary key, label, value format, better ("lower"/"higher"), help.
+#: KPI tiles: summary key, label, better ("lower"/"higher"), help; the value's unit is ``verdicts.UNITS[key]``.
 KPIS = [
-    ("ttft_p50_ms", "TTFT p50", "ms", "lower",
+    ("ttft_p50_ms", "TTFT p50", "lower",
      "Median time to first token (ms or s): from arrival to the first output token."),
-    ("ttft_p99_ms", "TTFT p99", "ms", "lower", "99th-percentile time to first token (ms or s)."),
-    ("throughput_tok_s", "Tokens / s", "tok/s", "higher",
+    ("ttft_p99_ms", "TTFT p99", "lower", "99th-percentile time to first token (ms or s)."),
+    ("throughput_tok_s", "Tokens / s", "higher",
      "Throughput: output tokens finished per second in the measurement window (after warm-up)."),
-    ("swap_rate", "Swap rate", "share", "lower",
+    ("swap_rate", "Swap rate", "lower",
      "Adapter loads per completed request: the share of requests that had to bring their adapter to the GPU."),
-    ("swap_share_of_ttft", "Swap share", "share", "lower",
+    ("swap_share_of_ttft", "Swap share", "lower",
      "Swap share of TTFT: the part of all time-to-first-token spent waiting for adapter loads (PCIe/disk)."),
-    ("slo_attainment", "SLO met", "share", "higher",
+    ("slo_attainment", "SLO met", "higher",
      "SLO attainment: share of requests whose TTFT is at or under the TTFT SLO set in the sidebar."),
 ]
 
@@ -56,6 +54,11 @@ def fmt_value(v: float, unit: str) -> str:
     return f"{v:.1%}"
 
 
+def fmt_half(v: float, unit: str) -> str:
+    """A CI half-width (or a lead): like the value, shares in percentage points."""
+    return f"{v * 100:.1f} pp" if unit == "share" else fmt_value(v, unit)
+
+
 def fmt_delta(v: float, ref: float, unit: str) -> str | None:
     if v is None or ref is None or not (math.isfinite(v) and math.isfinite(ref)):
         return None
@@ -70,13 +73,13 @@ def fmt_delta(v: float, ref: float, unit: str) -> str | None:
 PREFIX = "wi_"
 K_REPS, K_OBJECTIVE = "wi_reps", "wi_objective"   # page controls, bound to the URL under these keys
 DEFAULT_REPS, MAX_REPS = 3, 10
-#: What a verdict ranks on: summary key -> (label, higher is better, unit).
-OBJECTIVES: dict[str, tuple[str, bool, str]] = {
-    "ttft_p99_ms": ("p99 TTFT", False, "ms"),
-    "ttft_p50_ms": ("median TTFT", False, "ms"),
-    "ttft_mean_ms": ("mean TTFT", False, "ms"),
-    "slo_attainment": ("SLO attainment", True, "share"),
-    "throughput_tok_s": ("tokens/s", True, "tok/s"),
+#: What a verdict ranks on: summary key -> (label, higher is better); its unit is ``verdicts.UNITS[key]``.
+OBJECTIVES: dict[str, tuple[str, bool]] = {
+    "ttft_p99_ms": ("p99 TTFT", False),
+    "ttft_p50_ms": ("median TTFT", False),
+    "ttft_mean_ms": ("mean TTFT", False),
+    "slo_attainment": ("SLO attainment", True),
+    "throughput_tok_s": ("tokens/s", True),
 }
 DEFAULT_OBJECTIVE = "ttft_p99_ms"
 #: A strategy whose runs leave more than this share of the window's requests unfinished has collapsed:
@@ -110,11 +113,6 @@ def sanitize_query(params: Mapping[str, list[str]]) -> tuple[dict, list]:
 controls.PAGE_PARAMS[PREFIX] = sanitize_query
 
 
-def rep_values(reps: Mapping[str, Sequence[Mapping]], key: str) -> dict[str, list[float]]:
-    """Per strategy, the metric's value in each replication (NaN where undefined)."""
-    return {s: [float(m.get(key, math.nan)) for m in rs] for s, rs in reps.items()}
-
-
 def unfinished_share(reps: Mapping[str, Sequence[Mapping]]) -> dict[str, float]:
     """Per strategy, the mean share of the window's requests that never finished."""
     out = {}
@@ -127,9 +125,21 @@ def unfinished_share(reps: Mapping[str, Sequence[Mapping]]) -> dict[str, float]:
 def _fmt_ci(st_: Mapping, unit: str) -> str:
     v = fmt_value(st_["mean"], unit)
     if math.isfinite(st_.get("ci_low", math.nan)):
-        half = (st_["ci_high"] - st_["ci_low"]) / 2
-        return f"{v} (± {fmt_value(half, unit) if unit != 'share' else f'{half * 100:.1f} pp'})"
+        return f"{v} (± {fmt_half((st_['ci_high'] - st_['ci_low']) / 2, unit)})"
     return v
+
+
+#: The verdict's sentences (``verdicts.verdict_text``), by kind; collapses, bounds and baselines follow them.
+VERDICT_TEXTS = {
+    "none": "No contender has a {label} in the measurement window.",
+    "single": "Only {best} is a contender on {label}: add strategies in the sidebar to compare.",
+    "lead": "{best} leads on {label} in one replication; with one replication there is no confidence interval, "
+            "so this is not a verdict: set Replications to 2 or more.",
+    "tie": "Tie on {label}: {best} and {tied} are within the noise (the paired 95 % CI of each difference "
+           "includes zero over {n} replications).",
+    "win": "{best} wins on {label}: ahead of the runner-up {second} by {lead} ± {half} (paired 95 % CI over {n} "
+           "replications, common random numbers).",
+}
 
 
 def verdict(reps: Mapping[str, Sequence[Mapping]], objective: str = DEFAULT_OBJECTIVE) -> tuple[str, str]:
@@ -137,17 +147,19 @@ def verdict(reps: Mapping[str, Sequence[Mapping]], objective: str = DEFAULT_OBJE
 
     kind: "win" (the best's lead over every other contender has a paired 95 % CI excluding zero), "tie"
     (some are within the noise: named), "lead" (one replication: no CI, so no verdict), "single" (one
-    contender) or "none".  Bounds (the offline oracle) and baselines are reported, never crowned; a
-    strategy that collapsed (many unfinished requests) never wins on a TTFT objective.
+    contender) or "none" (``verdicts.judge``).  Bounds (the offline oracle) and baselines are reported, never
+    crowned; a strategy that collapsed (many unfinished requests) never wins on a TTFT objective.
     """
-    label, higher, unit = OBJECTIVES[objective]
+    label, higher = OBJECTIVES[objective]
+    unit = verdicts.UNITS[objective]
     names = list(reps)
     collapsed = {s: u for s, u in unfinished_share(reps).items() if u > COLLAPSE_UNFINISHED}
     excluded = contenders_excluded(names)
     if objective.startswith("ttft"):
         excluded += [s for s in collapsed if s not in excluded]
-    r = rank(rep_values(reps, objective), higher_is_better=higher, exclude=excluded)
-    n = r.stats[names[0]]["n"]
+    j = verdicts.judge(verdicts.rep_values(reps, objective), higher, excluded)
+    text = verdicts.verdict_text(j, VERDICT_TEXTS, lambda s, st_: f"**{s}** ({_fmt_ci(st_, unit)})",
+                                 lambda v: fmt_half(v, unit), label=label)
     tail = []
     for s in names:
         if s in collapsed:
@@ -156,46 +168,19 @@ def verdict(reps: Mapping[str, Sequence[Mapping]], objective: str = DEFAULT_OBJE
     for s in contenders_excluded(names):
         role = STRATEGIES[s].role
         what = "an offline bound, not a contender" if role == "bound" else "a baseline, not a contender"
-        tail.append(f"**{s}** ({what}): {_fmt_ci(r.stats[s], unit)}")
-    if r.best is None:
-        text, kind = f"No contender has a {label} in the measurement window.", "none"
-    else:
-        best = f"**{r.best}** ({_fmt_ci(r.stats[r.best], unit)})"
-        contenders = [s for s in r.order if s not in r.excluded and math.isfinite(r.stats[s]["mean"])]
-        if len(contenders) == 1:
-            text, kind = (f"Only {best} is a contender on {label}: add strategies in the sidebar to compare.",
-                          "single")
-        elif not r.has_ci:
-            text, kind = (f"{best} leads on {label} in one replication; with one replication there is no "
-                          "confidence interval, so this is not a verdict: set Replications to 2 or more.", "lead")
-        elif r.tied:
-            tied = ", ".join(f"**{s}** ({_fmt_ci(r.stats[s], unit)})" for s in r.tied)
-            text, kind = (f"Tie on {label}: {best} and {tied} are within the noise (the paired 95 % CI of each "
-                          f"difference includes zero over {n} replications).", "tie")
-        else:
-            second = contenders[1]
-            d = r.stats[second]
-            lead = abs(d["diff_to_best"])
-            half = (d["diff_ci_high"] - d["diff_ci_low"]) / 2
-            text, kind = (f"{best} wins on {label}: ahead of the runner-up **{second}** "
-                          f"({_fmt_ci(r.stats[second], unit)}) by {fmt_value(lead, unit) if unit != 'share' else f'{lead * 100:.1f} pp'}"
-                          f" ± {fmt_value(half, unit) if unit != 'share' else f'{half * 100:.1f} pp'} "
-                          f"(paired 95 % CI over {n} replications, common random numbers).", "win")
+        tail.append(f"**{s}** ({what}): {_fmt_ci(j.ranking.stats[s], unit)}")
     if tail:
         text += " " + "; ".join(tail) + "."
-    return text, kind
+    return text, j.kind
+
+
+def _replay_trace(_name: str, record: dict) -> None:
+    st.session_state["_trace"] = record
 
 
 def _on_trace_upload() -> None:
-    ss = st.session_state
-    f = ss.get("trace_upload")
-    ss.pop("_trace_error", None)
-    if f is None:
-        return
-    try:
-        ss["_trace"] = runner.trace_record(f.name, f.getvalue())
-    except ValueError as e:
-        ss["_trace_error"] = str(e)
+    """file_uploader callback: replay the uploaded trace CSV (checked when it runs: ``runner.run_replications``)."""
+    controls.on_upload("trace_upload", "_trace_error", runner.trace_record, _replay_trace)
 
 
 def render() -> None:
@@ -257,7 +242,7 @@ def render() -> None:
             st.caption(f":material/lightbulb: **Try next:** {hint}")
 
     # ------------------------------------------------------------------ KPI tiles
-    stats = {key: {s: mean_ci(vals) for s, vals in rep_values(reps, key).items()} for key, *_ in KPIS}
+    table = verdicts.ci_table(reps, [(key, key) for key, *_ in KPIS], "strategy").set_index("strategy")
     for s in names:
         m = summaries[s]
         with st.container(border=True):
@@ -269,9 +254,10 @@ def render() -> None:
                            + ("" if role == "policy" else f" · {'offline bound' if role == 'bound' else 'reference'}"))
                 if m.get("not_completed"):
                     st.caption(f":orange[{m['not_completed']:,} of {m['requests']:,} requests unfinished]")
-            for col, (key, label, unit, better, help_) in zip(cols[1:], KPIS):
-                v, lo, hi = stats[key][s]
-                ref = stats[key][baseline][0]
+            for col, (key, label, better, help_) in zip(cols[1:], KPIS):
+                unit = verdicts.UNITS[key]
+                v, half = float(table.at[s, key]), float(table.at[s, key + verdicts.CI_SUFFIX])
+                ref = float(table.at[baseline, key])
                 delta = None if s == baseline else fmt_delta(v, ref, unit)
                 color, arrow = ("inverse" if better == "lower" else "normal"), "auto"
                 if delta is not None and not any(ch in "123456789" for ch in delta):
@@ -280,9 +266,8 @@ def render() -> None:
                            help=help_ + (f" Mean over {n_reps} replications; below it, ± the half-width of its "
                                          f"95 % CI." if n_reps > 1 else ""))
                 # the CI under the value (appended to the value, the tile would cut it off)
-                if n_reps > 1 and math.isfinite(lo):
-                    half = (hi - lo) / 2
-                    col.caption(f"±{half * 100:.1f} pp" if unit == "share" else f"±{fmt_value(half, unit)}")
+                if n_reps > 1 and math.isfinite(half):
+                    col.caption(f"±{fmt_half(half, unit)}")
 
     # ------------------------------------------------------------------ why
     st.subheader("Why")

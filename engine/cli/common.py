@@ -107,3 +107,20 @@ def load_scenario_file(path: str):
         return Scenario.from_export(text)[0]
     except ValueError as e:
         raise ValueError(f"--scenario: {path!r}: {e}") from None
+
+
+def add_base_args(p, scenario_help: str) -> None:
+    """``--preset``, ``--scenario`` (its help: ``scenario_help``) and ``--set``: the base scenario of a command
+    that simulates many variants of it (``base_scenario``)."""
+    p.add_argument("--preset", default="default", help="base scenario preset (see `presets`)")
+    p.add_argument("--scenario", help=scenario_help)
+    p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a base scenario field")
+
+
+def base_scenario(a):
+    """The Scenario of ``add_base_args``' flags: the ``--scenario`` file, else the ``--preset``, with the
+    ``--set`` overrides; ValueError naming the flag."""
+    from ..scenario import Scenario
+    base = load_scenario_file(a.scenario) if a.scenario else Scenario.from_preset(a.preset)
+    over = parse_pairs(a.set)
+    return base.replace(**over) if over else base

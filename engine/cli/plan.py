@@ -22,14 +22,15 @@ from pathlib import Path
 
 from ..backends import BackendError
 from ..planner import MAX_REPLICAS_SEARCH, OBJECTIVES, VALUE_COLUMNS, plan, plan_summary, server_commands
-from ..scenario import MAX_REPLICAS, Scenario
+from ..scenario import MAX_REPLICAS
 from .common import (
     add_backend_args,
+    add_base_args,
     backend_args,
+    base_scenario,
     end_backend,
     fail,
     jsonable,
-    load_scenario_file,
     parse_grid,
     parse_pairs,
     positive_int,
@@ -76,13 +77,7 @@ def cmd_plan(a) -> int:
     kw = {}
     try:
         kw = backend_args(a)
-        if a.scenario:
-            base = load_scenario_file(a.scenario)
-        else:
-            base = Scenario.from_preset(a.preset)
-        over = parse_pairs(a.set)
-        if over:
-            base = base.replace(**over)
+        base = base_scenario(a)
         slo = _number_pairs(a.slo, "--slo")
         if not slo:
             return fail("--slo: missing; allowed: metric=threshold, e.g. --slo ttft_p99_ms=500")
@@ -143,9 +138,7 @@ def _json_default(o):
 
 def add_commands(sub) -> None:
     p = sub.add_parser("plan", help="capacity planner: rank GPUs / flags / policies under an SLO")
-    p.add_argument("--preset", default="default", help="base scenario preset (see `presets`)")
-    p.add_argument("--scenario", help="scenario.json to start from instead of a preset (e.g. a fitted one)")
-    p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a base scenario field")
+    add_base_args(p, "scenario.json to start from instead of a preset (e.g. a fitted one)")
     p.add_argument("--slo", action="append", metavar="METRIC=THRESHOLD", help="e.g. ttft_p99_ms=500 (repeatable)")
     p.add_argument("--grid", action="append", metavar="FIELD=V1,V2", help="candidate values of a field (repeatable)")
     p.add_argument("--objective", default="max_rate", choices=OBJECTIVES)

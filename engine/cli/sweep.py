@@ -14,16 +14,16 @@ import time
 from pathlib import Path
 
 from ..backends import BackendError
-from ..scenario import Scenario, coerce
+from ..scenario import coerce
 from ..sweep import run_sweep, summarize_sweep
 from .common import (
     add_backend_args,
+    add_base_args,
     backend_args,
+    base_scenario,
     end_backend,
     fail,
-    load_scenario_file,
     parse_grid,
-    parse_pairs,
     positive_int,
     progress_default,
 )
@@ -33,10 +33,7 @@ def cmd_sweep(a) -> int:
     kw = {}
     try:
         kw = backend_args(a)
-        base = load_scenario_file(a.scenario) if a.scenario else Scenario.from_preset(a.preset)
-        over = parse_pairs(a.set)
-        if over:
-            base = base.replace(**over)
+        base = base_scenario(a)
         grid = {k: [coerce(k, v) for v in vals] for k, vals in parse_grid(a.grid).items()}
         strategies = [s.strip() for s in (a.strategies or base.strategy).split(",") if s.strip()]
         t0 = time.perf_counter()
@@ -60,9 +57,7 @@ def cmd_sweep(a) -> int:
 
 def add_commands(sub) -> None:
     p = sub.add_parser("sweep", help="simulate a grid of scenario fields x strategies x replications")
-    p.add_argument("--preset", default="default", help="base scenario preset (see `presets`)")
-    p.add_argument("--scenario", help="scenario.json to start from instead of a preset")
-    p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a base scenario field")
+    add_base_args(p, "scenario.json to start from instead of a preset")
     p.add_argument("--grid", action="append", metavar="FIELD=V1,V2", help="values of a field to sweep (repeatable)")
     p.add_argument("--strategies", metavar="S1,S2", help="strategies to compare (default: the base scenario's)")
     p.add_argument("--replications", type=positive_int("--replications"), default=3,
