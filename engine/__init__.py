@@ -24,7 +24,7 @@ from .scenario import ENUMS, EXPORT_REPLICATIONS_KEY, EXPORT_STRATEGIES_KEY, MAX
 from .sim import SimResult, compare, simulate
 from .workload import read_trace, shipped_trace
 
-ENGINE_VERSION = "0.4.0"
+ENGINE_VERSION = "0.5.0"
 
 __all__ = ["Scenario", "SimResult", "STRATEGIES", "ROUTERS", "ENUMS", "MAX_REQUESTS", "MAX_REPLICAS", "EXPORT_STRATEGIES_KEY", "EXPORT_REPLICATIONS_KEY", "simulate", "compare", "read_trace",
            "shipped_trace", "TRACES", "TRACE_CITATION",

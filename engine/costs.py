@@ -10,10 +10,21 @@ where N = parameters, P = prefill tokens, D = decoding requests, C = their total
 context, L d = layers x hidden size, W = weight bytes, slots = max_loras (vLLM's LoRA
 kernels are launched over every slot, so their cost grows with tokens x slots).
 Fixed mode: t = prefill_s_per_token * P + decode_s_per_step * [D > 0] + the same overheads.
+
+Kernel cost model (``cost_model = "kernel"``, docs/model.md 5.4; ``kernel_step_seconds``): the dense
+projections and the LM head come from the per-operator kernel model (engine/kernels.py) at the spec
+sheet's peak and bandwidth, the rest stays a roofline at compute_eff / bw_eff, and the two add up:
+    t = L * dense_layer(P + D) + gemm(S, vocab, d)
+        + max((2 L d sum(p_i^2) + 4 L d C + lora_flops) / (peak * compute_eff),
+              (kv_tok (C + P + D) + lora_bytes) / (hbm * bw_eff))
+        + the same overheads
+where S = sequences that sample a token in the step (dense_layer at 0 tokens and gemm at S = 0 are 0).
 """
 from __future__ import annotations
 
 from numba import njit
+
+from .kernels import dense_layer_seconds, gemm_seconds
 
 
 @njit(cache=True, nogil=True)
@@ -34,6 +45,32 @@ def step_seconds(fixed, p_tokens, attn_prefill, n_dec, ctx, lora_flops, lora_byt
     tc = flops / flops_per_s
     tm = nbytes / bytes_per_s
     return (tc if tc > tm else tm) + extra
+
+
+@njit(cache=True, nogil=True)
+def kernel_step_seconds(p_tokens, attn_prefill, n_dec, n_sample, ctx, lora_flops, lora_bytes, distinct, slots,
+                        flops_per_s, bytes_per_s, attn_ld, kv_tok_bytes, overhead_s, lora_adapter_s, lora_slot_s,
+                        lora_tok_slot_s, n_layers, n_dims, k_dims, kparams, peak_flops, peak_bytes_per_s, vocab,
+                        hidden):
+    """Seconds for one roofline-service step with ``cost_model = "kernel"`` (module docstring).
+
+    ``flops_per_s`` / ``bytes_per_s`` include compute_eff / bw_eff (the attention, KV and LoRA roofline);
+    ``peak_flops`` / ``peak_bytes_per_s`` are the spec sheet's (the kernel model has its own shares);
+    ``n_dims`` / ``k_dims`` / ``kparams``: ``kernels.dense_dims`` and ``kernels.param_array``."""
+    extra = (overhead_s + lora_adapter_s * distinct + lora_slot_s * slots
+             + lora_tok_slot_s * (p_tokens + n_dec) * slots)
+    m = p_tokens + n_dec  # prefill and decode tokens go through one set of GEMMs
+    dense = 0.0
+    if m > 0:
+        dense = n_layers * dense_layer_seconds(m, n_dims, k_dims, peak_flops, peak_bytes_per_s, kparams)
+    if n_sample > 0:  # the LM head: one row per sequence that samples a token
+        dense += gemm_seconds(n_sample, vocab, hidden, peak_flops, peak_bytes_per_s, kparams[0], kparams[1],
+                              kparams[2], kparams[3], kparams[4], kparams[5])
+    flops = 2.0 * attn_ld * attn_prefill + 4.0 * attn_ld * ctx + lora_flops
+    nbytes = kv_tok_bytes * (ctx + p_tokens + n_dec) + lora_bytes
+    tc = flops / flops_per_s
+    tm = nbytes / bytes_per_s
+    return dense + (tc if tc > tm else tm) + extra
 
 
 def load_seconds(nbytes: float, pcie_gbps: float, load_latency_ms: float, from_disk: bool = False,

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .costs import step_seconds
+from .costs import kernel_step_seconds, step_seconds
+from .kernels import DENSE_OPS, PARAM_NAMES
 from .memory import ext_alloc, ext_free, fragmentation
 from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victim
 
@@ -21,15 +22,27 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
 (IP_N, IP_A, IP_MAX_BATCH, IP_MAX_TOKENS, IP_SLOTS, IP_HOST_CAP, IP_KV_BLOCKS,
  IP_ORDER, IP_EVICT, IP_STRICT, IP_WINDOW, IP_THRESHOLD, IP_ASYNC, IP_UNIFIED, IP_PREFETCH,
  IP_CLUSTER, IP_CLOSED, IP_CONC, IP_FIXED, IP_SCAN, IP_NBUCKETS, IP_MAX_EVENTS, IP_PAD_SLOTS,
- IP_CONTIG, IP_ARENA, IP_MEAN_BLOCKS, IP_FASTSKIP, IP_ONDEMAND, IP_BLOCK_TOK, IP_MAX_INSYS, IP_LEN) = range(31)
+ IP_CONTIG, IP_ARENA, IP_MEAN_BLOCKS, IP_FASTSKIP, IP_ONDEMAND, IP_BLOCK_TOK, IP_MAX_INSYS,
+ IP_CHUNKED,  # chunked prefill (vLLM V1): decode tokens count against the budget, long prompts are split
+ IP_LEN) = range(32)
 # ---- float parameters (fp)
 (FP_DURATION, FP_HORIZON, FP_WINDOW, FP_MAX_WAIT, FP_PCIE_BPS, FP_DISK_BPS, FP_LOAD_LAT,
  FP_DISK_LAT, FP_ADAPTER_CAP, FP_POOL, FP_BLOCK_BYTES, FP_WEIGHT_BYTES, FP_PARAMS, FP_FLOPS,
  FP_BW, FP_ATTN, FP_KV_TOK, FP_OVERHEAD, FP_LORA_ADAPTER, FP_LORA_SLOT, FP_PREFILL_TOK,
- FP_DECODE_STEP, FP_BUCKET, FP_WARMUP, FP_LORA_TOKSLOT, FP_LEN) = range(26)
+ FP_DECODE_STEP, FP_BUCKET, FP_WARMUP, FP_LORA_TOKSLOT,
+ # cost_model "kernel" (docs/model.md 5.4): on/off, layers, the spec sheet's peak FLOP/s and HBM bytes/s (no
+ # compute_eff / bw_eff), vocabulary and hidden size (the LM head), then FP_KPARAMS: kernels.param_array()
+ # (len(PARAM_NAMES) slots) and FP_DENSE_N / FP_DENSE_K: kernels.dense_dims(model, 1) (len(DENSE_OPS) slots each)
+ FP_KERNEL, FP_N_LAYERS, FP_PEAK_FLOPS, FP_PEAK_BW, FP_VOCAB, FP_HIDDEN, FP_KPARAMS) = range(32)
+FP_DENSE_N = FP_KPARAMS + len(PARAM_NAMES)
+FP_DENSE_K = FP_DENSE_N + len(DENSE_OPS)
+FP_LEN = FP_DENSE_K + len(DENSE_OPS)
 # ---- per-request ints / floats
 (RI_ADAPTER, RI_PROMPT, RI_OUTPUT, RI_STATUS, RI_GEN, RI_LOADED, RI_TIER, RI_BLOCKS, RI_NEXT, RI_KVSTART,
- RI_REJECTED, RI_PF, RI_WQPOS, RI_ADMSEQ, RI_PREEMPTED, RI_LEN) = range(16)
+ RI_REJECTED, RI_PF, RI_WQPOS, RI_ADMSEQ, RI_PREEMPTED,
+ # chunked prefill: tokens of its current prefill (prompt, + generated when recomputed) done in earlier
+ # steps; > 0 only while that prefill is unfinished (0 again once its first/next token is emitted)
+ RI_PFDONE, RI_LEN) = range(17)
 # RF_C0: cumulative sync load stall when the request arrived; RF_QSTALL: the stall it spent queued
 RF_ARR, RF_ADMIT, RF_FIRST, RF_FINISH, RF_LOADWAIT, RF_C0, RF_QSTALL, RF_LEN = range(8)
 # ---- per-adapter ints / floats
@@ -45,7 +58,10 @@ AF_READY, AF_LOADSTART, AF_GOLDEST, AF_LEN = range(4)
 (SI_NRUN, SI_NWAIT, SI_KV_BLOCKS, SI_NRES, SI_NLOADING, SI_TICK, SI_HOSTCOUNT, SI_NDISTINCT,
  SI_LOADS, SI_DISK_LOADS, SI_EVICTS, SI_NEV, SI_STEPS, SI_FLAGS, SI_NISSUED, SI_REJECTS, SI_HEAPN,
  SI_WQTAIL, SI_NFREE, SI_COMPACTS, SI_PREEMPTS, SI_DROPS, SI_LASTDONE,
- SI_WQHEAD, SI_NEXTARR, SI_NKNOWN, SI_PHASE, SI_FLEET, SI_LEN) = range(29)
+ SI_WQHEAD, SI_NEXTARR, SI_NKNOWN, SI_PHASE, SI_FLEET,
+ # prefill tokens processed, prefill pieces (a request's prefill in one step), most tokens (prefill + decode) in a step;
+ # running requests whose prefill is unfinished (RI_PFDONE > 0; chunked prefill)
+ SI_PFTOKENS, SI_PFCHUNKS, SI_PEAKTOK, SI_NPART, SI_LEN) = range(33)
 (SF_PCIE_FREE, SF_DISK_FREE, SF_ADAPTER_BYTES, SF_BUSY, SF_END_T, SF_PEAK_ADAPTER, SF_PEAK_KV,
  SF_PEAK_TOTAL, SF_STALL, SF_FRAG_INT, SF_COMPACT_BYTES, SF_TOKENS_WIN, SF_LORA_BYTES,
  # PCIe link busy seconds in the window; cumulative sync load stall; the last stall [SF_STALLB, SF_STALLE)
@@ -407,7 +423,15 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
     """
     a = R_i[RI_ADAPTER, r]
     pf = R_i[RI_PROMPT, r] + R_i[RI_GEN, r]  # a preempted request recomputes its generated tokens too
-    if tokens_used + pf > ip[IP_MAX_TOKENS] and tokens_used > 0:
+    if ip[IP_CHUNKED]:
+        # chunked prefill: ``tokens_used`` counts the running requests' tokens too; the prefill takes what
+        # is left of the budget and continues in later steps (docs/model.md 6.4)
+        room = ip[IP_MAX_TOKENS] - tokens_used
+        if room <= 0:
+            return ADM_STOP
+        if pf > room:
+            pf = room
+    elif tokens_used + pf > ip[IP_MAX_TOKENS] and tokens_used > 0:
         # (alone, a recomputed prompt + output may exceed the budget: it runs in a step of its own)
         return ADM_STOP
     blocks = R_i[RI_BLOCKS, r]
@@ -452,6 +476,10 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
         if not ip[IP_ASYNC]:  # the GPU stalled on loads while it waited: adapter-load wait, not queueing
             R_f[RF_QSTALL, r] = S_f[SF_QSTALL] - R_f[RF_C0, r]
             R_f[RF_LOADWAIT, r] = R_f[RF_QSTALL, r]
+    elif ip[IP_CHUNKED] and not ip[IP_ASYNC] and np.isnan(R_f[RF_FIRST, r]):
+        # preempted mid-prefill, before its first token: the load stalls it waited out back in the queue
+        # (RF_C0: the cumulative stall when it was preempted) are adapter-load wait too
+        R_f[RF_LOADWAIT, r] += S_f[SF_QSTALL] - R_f[RF_C0, r]
     R_i[RI_PF, r] = pf
     R_i[RI_BLOCKS, r] = blocks
     if ip[IP_ASYNC] and R_i[RI_PREEMPTED, r] == 0:  # (a readmitted request's TTFT parts are settled)
@@ -537,7 +565,7 @@ def _leave_batch(R_i, A_i, S_i, S_f, running, k):
 
 
 @njit(cache=True, nogil=True)
-def _grow_kv(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, running):
+def _grow_kv(ip, fp, R_i, R_f, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, running):
     """On-demand KV (vLLM): before a step every running request needs blocks for its
     tokens so far plus the one it emits.  If they do not fit, preempt the most recently
     admitted request (vLLM's recompute preemption: its blocks are freed, it goes back to
@@ -576,6 +604,11 @@ def _grow_kv(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, ru
         R_i[RI_BLOCKS, v] = 0
         R_i[RI_STATUS, v] = ST_WAITING
         R_i[RI_PREEMPTED, v] += 1
+        if R_i[RI_PFDONE, v] > 0:  # chunked prefill: a preempted prefill restarts from scratch
+            R_i[RI_PFDONE, v] = 0
+            S_i[SI_NPART] -= 1
+        if ip[IP_CHUNKED] and np.isnan(R_f[RF_FIRST, v]):
+            R_f[RF_C0, v] = S_f[SF_QSTALL]  # (load stalls from here on, until readmitted: its load wait)
         A_i[AI_WAIT, a] += 1
         S_i[SI_NWAIT] += 1
         S_i[SI_PREEMPTS] += 1
@@ -588,6 +621,28 @@ def _grow_kv(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, ru
             S_i[SI_KV_BLOCKS] += need - R_i[RI_BLOCKS, rr]
             R_i[RI_BLOCKS, rr] = need
     return first_pos
+
+
+@njit(cache=True, nogil=True)
+def _schedule_running(ip, R_i, S_i, running):
+    """Chunked prefill (vLLM V1), when a running request's prefill is unfinished (SI_NPART > 0; else the
+    running requests take one token each): one token per decoding request, then the rest of the unfinished
+    prefill (RI_PFDONE > 0; at most one, the last admitted) up to what is left; sets RI_PF to its chunk.
+    Returns the tokens taken.  (``validate`` makes max_batched_tokens >= max_batch_size, so the decodes
+    always fit and leave the prefill >= 1.)"""
+    n = S_i[SI_NRUN]
+    tokens = n - S_i[SI_NPART]
+    for k in range(n):
+        rr = running[k]
+        done = R_i[RI_PFDONE, rr]
+        if done > 0:
+            c = R_i[RI_PROMPT, rr] + R_i[RI_GEN, rr] - done
+            room = ip[IP_MAX_TOKENS] - tokens
+            if c > room:
+                c = room if room > 1 else 1
+            R_i[RI_PF, rr] = c
+            tokens += c
+    return tokens
 
 
 # idle outcomes
@@ -663,6 +718,11 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
     grouped = ip[IP_ORDER] == ORDER_GROUPED
     W = fp[FP_WINDOW]
     row = np.zeros(TS_LEN, np.float64)  # one time-series row, reused every step
+    chunked = ip[IP_CHUNKED] != 0
+    kernel_cost = fp[FP_KERNEL] != 0.0 and ip[IP_FIXED] == 0
+    k_params = fp[FP_KPARAMS:FP_DENSE_N]  # views of fp for the kernel cost model
+    k_n = fp[FP_DENSE_N:FP_DENSE_K]
+    k_k = fp[FP_DENSE_K:FP_LEN]
     fleet = S_i[SI_FLEET] != 0
     n_known = S_i[SI_NKNOWN] if fleet else n
     t_limit = S_f[SF_TLIMIT] if fleet else _INF
@@ -726,7 +786,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             break
         # ---- schedule
         if ip[IP_ONDEMAND] and S_i[SI_NRUN] > 0:
-            p0 = _grow_kv(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, running)
+            p0 = _grow_kv(ip, fp, R_i, R_f, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, running)
             if p0 < wq_head:
                 wq_head = p0  # preempted requests rejoin the queue at their arrival position
         while wq_head < S_i[SI_WQTAIL] and R_i[RI_STATUS, wq[wq_head]] != ST_WAITING:
@@ -736,6 +796,10 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             cutoff = np.floor(t / W + 1e-9) * W
         n_new = 0
         tokens = 0
+        if chunked:  # the running requests' tokens come first: one per decode, the rest of an unfinished prefill
+            tokens = S_i[SI_NRUN]
+            if S_i[SI_NPART] > 0:
+                tokens = _schedule_running(ip, R_i, S_i, running)
         wq_tail = S_i[SI_WQTAIL]
         scan_limit = ip[IP_SCAN]
         loads_before = S_i[SI_LOADS]
@@ -904,37 +968,65 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             for k in range(n_new):
                 if R_i[RI_PREEMPTED, new_list[k]] == 0:
                     R_f[RF_LOADWAIT, new_list[k]] = ready - t + R_f[RF_QSTALL, new_list[k]]
+                elif chunked and np.isnan(R_f[RF_FIRST, new_list[k]]):  # readmitted before its first token
+                    R_f[RF_LOADWAIT, new_list[k]] += ready - t
             if ready > t:  # every request still queued waits this stall out too
                 S_f[SF_QSTALL] += ready - t
                 S_f[SF_STALLB] = t
                 S_f[SF_STALLE] = ready
+                if S_i[SI_NPART] > 0:  # and so does a chunked prefill still in progress (before its first token)
+                    for k in range(n_run):
+                        if R_i[RI_PFDONE, running[k]] > 0:
+                            R_f[RF_LOADWAIT, running[k]] += ready - t
         # step cost inputs
         p_tokens = 0.0
         attn_prefill = 0.0
         lora_flops = 0.0
         n_dec = 0
+        n_sample = 0  # sequences that sample a token in this step (the LM head's rows, cost_model "kernel")
         ctx = 0.0
+        pf_int = 0  # prefill tokens, prefill pieces, pieces that are not their prefill's last chunk (no token)
+        n_pf = 0
+        n_part = 0
         for k in range(n_run):
             rr = running[k]
             ab = float(A_i[AI_BYTES, R_i[RI_ADAPTER, rr]])
             g = R_i[RI_GEN, rr]
             if R_i[RI_PF, rr] > 0:
                 p = float(R_i[RI_PF, rr])
+                kd = float(R_i[RI_PFDONE, rr])  # chunked: its tokens prefilled in earlier steps
                 p_tokens += p
-                attn_prefill += p * p
+                attn_prefill += p * p + 2.0 * p * kd  # causal pairs: the chunk's own and with the kd before it
                 lora_flops += p * ab
+                pf_int += R_i[RI_PF, rr]
+                n_pf += 1
+                if R_i[RI_PFDONE, rr] + R_i[RI_PF, rr] < R_i[RI_PROMPT, rr] + g:
+                    n_part += 1  # not its last chunk: it emits nothing in this step
+                else:
+                    n_sample += 1  # its prefill ends in this step and emits its first token
             else:
                 n_dec += 1
                 ctx += float(R_i[RI_PROMPT, rr] + g)
                 lora_flops += ab
         lora_bytes = S_f[SF_LORA_BYTES]  # bytes of the distinct adapters in the batch
-        dt = step_seconds(ip[IP_FIXED] != 0, p_tokens, attn_prefill, float(n_dec), ctx, lora_flops, lora_bytes,
-                          float(S_i[SI_NDISTINCT]), float(ip[IP_PAD_SLOTS]), fp[FP_PARAMS], fp[FP_WEIGHT_BYTES],
-                          fp[FP_FLOPS], fp[FP_BW], fp[FP_ATTN], fp[FP_KV_TOK], fp[FP_OVERHEAD],
-                          fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT], fp[FP_PREFILL_TOK], fp[FP_DECODE_STEP],
-                          fp[FP_LORA_TOKSLOT])
+        if kernel_cost:
+            dt = kernel_step_seconds(p_tokens, attn_prefill, float(n_dec), float(n_sample + n_dec), ctx, lora_flops,
+                                     lora_bytes, float(S_i[SI_NDISTINCT]), float(ip[IP_PAD_SLOTS]), fp[FP_FLOPS],
+                                     fp[FP_BW], fp[FP_ATTN], fp[FP_KV_TOK], fp[FP_OVERHEAD], fp[FP_LORA_ADAPTER],
+                                     fp[FP_LORA_SLOT], fp[FP_LORA_TOKSLOT], fp[FP_N_LAYERS], k_n, k_k, k_params,
+                                     fp[FP_PEAK_FLOPS], fp[FP_PEAK_BW], fp[FP_VOCAB], fp[FP_HIDDEN])
+        else:
+            dt = step_seconds(ip[IP_FIXED] != 0, p_tokens, attn_prefill, float(n_dec), ctx, lora_flops, lora_bytes,
+                              float(S_i[SI_NDISTINCT]), float(ip[IP_PAD_SLOTS]), fp[FP_PARAMS], fp[FP_WEIGHT_BYTES],
+                              fp[FP_FLOPS], fp[FP_BW], fp[FP_ATTN], fp[FP_KV_TOK], fp[FP_OVERHEAD],
+                              fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT], fp[FP_PREFILL_TOK], fp[FP_DECODE_STEP],
+                              fp[FP_LORA_TOKSLOT])
         t_end = start + dt
         S_i[SI_STEPS] += 1
+        S_i[SI_PFTOKENS] += pf_int
+        S_i[SI_PFCHUNKS] += n_pf
+        if pf_int + n_dec > S_i[SI_PEAKTOK]:
+            S_i[SI_PEAKTOK] = pf_int + n_dec
         lo = start if start > fp[FP_WARMUP] else fp[FP_WARMUP]
         hi = t_end if t_end < fp[FP_DURATION] else fp[FP_DURATION]
         if hi > lo:
@@ -964,10 +1056,23 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             accum(ts, bucket, nb, t, start, TS_LOADS, float(loads_now))
         # ---- tokens and completions
         if fp[FP_WARMUP] <= t_end < fp[FP_DURATION]:
-            S_f[SF_TOKENS_WIN] += S_i[SI_NRUN]  # every running request emits one token
+            S_f[SF_TOKENS_WIN] += S_i[SI_NRUN] - n_part  # every running request emits one token (but chunks)
         k = 0
+        pieces = chunked and (n_part > 0 or S_i[SI_NPART] > 0)  # a prefill ends unfinished or an unfinished one ends
         while k < S_i[SI_NRUN]:
             rr = running[k]
+            if pieces and R_i[RI_PF, rr] > 0:
+                d = R_i[RI_PFDONE, rr] + R_i[RI_PF, rr]
+                R_i[RI_PF, rr] = 0
+                if d < R_i[RI_PROMPT, rr] + R_i[RI_GEN, rr]:
+                    if R_i[RI_PFDONE, rr] == 0:
+                        S_i[SI_NPART] += 1
+                    R_i[RI_PFDONE, rr] = d  # its prefill continues in the next step
+                    k += 1
+                    continue
+                if R_i[RI_PFDONE, rr] > 0:
+                    R_i[RI_PFDONE, rr] = 0
+                    S_i[SI_NPART] -= 1
             g = R_i[RI_GEN, rr] + 1
             R_i[RI_GEN, rr] = g
             R_i[RI_PF, rr] = 0

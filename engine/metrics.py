@@ -115,9 +115,10 @@ def mean_ci(x: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
 #: Whole-run counters of a fleet: summed over replicas, any replica, the largest, the mean; any other
 #: counter is a per-GPU constant (capacities, modes: the same on every replica) and keeps replica 0's.
 FLEET_SUM = ("loads_total", "disk_loads_total", "evictions_total", "steps", "busy_s_in_window", "tokens_in_window",
-             "swap_events", "compact_events", "preemptions", "dropped_total", "compacted_bytes", "rejections")
+             "swap_events", "compact_events", "preemptions", "dropped_total", "compacted_bytes", "rejections",
+             "prefill_tokens_total", "prefill_chunks_total")
 FLEET_ANY = ("stopped_at_horizon", "deadlock", "events_truncated")
-FLEET_MAX = ("end_s", "peak_adapter_bytes", "peak_kv_bytes", "peak_gpu_dynamic_bytes")
+FLEET_MAX = ("end_s", "peak_adapter_bytes", "peak_kv_bytes", "peak_gpu_dynamic_bytes", "peak_step_tokens")
 FLEET_MEAN = ("pcie_busy_frac", "avg_frag")
 #: Columns of ``SimResult.replicas``: one row per replica, from the summary of its own requests.
 REPLICA_COLUMNS = ("replica", "requests", "completed", "throughput_req_s", "throughput_tok_s", "ttft_p50_ms",

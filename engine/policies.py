@@ -41,6 +41,7 @@ class Policy:
     cluster: int = 0                 # once the batch holds this many adapters, prefer them
     max_resident: int = 0            # cap on resident adapters (0: memory / max_loras only)
     single_adapter: bool = False     # map all traffic onto adapter 0 (baseline)
+    chunked_prefill: bool = False    # the server's default for Scenario.chunked_prefill "auto" (vLLM V1: on)
     #: "policy" (a contender), "bound" (an offline optimum: reported, never a winner) or "baseline"
     #: (a reference point, e.g. a single adapter: reported, never a winner).  Read by engine.rank's callers.
     role: str = "policy"
@@ -59,7 +60,8 @@ STRATEGIES: dict[str, Policy] = {p.name: p for p in [
            evict=EVICT_LRU_IDLE_FIRST),
     Policy("vllm", "vLLM: FCFS, at most max_loras adapters in the batch, a request whose adapter "
            "cannot get a slot is skipped without blocking others; LRU GPU slots behind an LRU host "
-           "cache; loads stall the step", load_mode="sync"),
+           "cache; loads stall the step; chunked prefill (V1: decodes first, prompts split to fill the "
+           "token budget)", load_mode="sync", chunked_prefill=True),
     Policy("oracle", "Belady's offline-optimal eviction (evict the adapter needed furthest in the "
            "future) on the FCFS order, budget prefilled with the most popular adapters: a lower "
            "bound on loads", evict=EVICT_BELADY, preload_all=True, strict_fcfs=True, role="bound"),

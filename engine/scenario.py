@@ -23,6 +23,7 @@ from .routers import ROUTERS
 
 ENUMS: dict[str, tuple[str, ...]] = {
     "service_mode": ("roofline", "fixed"),
+    "cost_model": ("roofline", "kernel"),
     "load_mode": ("sync", "async"),
     "arrival_process": ("poisson", "gamma", "closed"),
     "popularity": ("zipf", "power"),
@@ -32,6 +33,7 @@ ENUMS: dict[str, tuple[str, ...]] = {
     "kv_reservation": ("full", "on_demand"),
     "target_modules": tuple(presets.TARGET_MODULES),
     "router": tuple(ROUTERS),
+    "chunked_prefill": ("auto", "on", "off"),
 }
 
 #: Hard cap on the requests one simulation may generate (open loop: rate x duration).
@@ -86,7 +88,8 @@ class Scenario:
     batch_window_ms: float = 25.0
     max_wait_ms: float = 500.0            # starvation bound for adapter-grouping policies
     max_batch_size: int = 32
-    max_batched_tokens: int = 8192        # prefill tokens one step may process
+    max_batched_tokens: int = 8192        # prefill tokens one step may process (chunked prefill: prefill + decode tokens)
+    chunked_prefill: str = "auto"         # split long prompts over steps (vLLM V1); "auto": the strategy's default (vllm: on)
     max_loras: int = 0                    # GPU adapter slots (0 = limited by memory only)
     max_cpu_loras: int = 0                # host adapter cache, adapters (0 = unlimited)
     host_warm: bool = True                # host cache filled at start (else adapters start on disk)
@@ -124,6 +127,7 @@ class Scenario:
     slo_ttft_ms: float = 50.0
     # cost model
     service_mode: str = "roofline"
+    cost_model: str = "roofline"          # roofline step cost: "roofline" or "kernel" (dense GEMMs: docs/model.md 5.4)
     prefill_ms_per_token: float = 0.055   # fixed mode
     decode_ms_per_token: float = 8.5      # fixed mode: one decode iteration of the batch
     compute_eff: float = 0.6              # achieved share of dense FP16 peak
@@ -245,6 +249,13 @@ class Scenario:
                 cache[r] = presets.adapter_bytes(m, r, self.target_modules)
             out.append(cache[r])
         return out
+
+    def chunked_prefill_on(self) -> bool:
+        """Is chunked prefill on (``chunked_prefill``; "auto": the strategy's default, on for vllm only)?"""
+        if self.chunked_prefill == "auto":
+            pol = STRATEGIES.get(self.strategy)
+            return bool(pol is not None and pol.chunked_prefill)
+        return self.chunked_prefill == "on"
 
     def max_adapter_bytes(self) -> int:
         rs = set(self.adapter_ranks) or {self.adapter_rank}
@@ -435,7 +446,13 @@ class Scenario:
             raise ValueError(
                 f"vram_budget_gb: invalid value {self.vram_budget_gb}; allowed: a budget whose pool holds "
                 f"the largest adapter and one request's KV")
-        if self.trace:
+        if self.chunked_prefill_on() and self.max_batched_tokens < self.max_batch_size:
+            raise ValueError(
+                f"max_batched_tokens: invalid value {self.max_batched_tokens}; allowed: at least max_batch_size "
+                f"({self.max_batch_size}) with chunked prefill (chunked_prefill {self.chunked_prefill!r}, strategy "
+                f"{self.strategy!r}: every running request's decode token counts against the budget; vLLM refuses "
+                f"max_num_batched_tokens < max_num_seqs too), or chunked_prefill 'off'")
+        if self.trace and not self.chunked_prefill_on():  # (chunked prefill splits a long prompt over steps)
             pmax = int(self.trace_requests()[1].max(initial=0))
             if pmax > self.max_batched_tokens:
                 raise ValueError(
@@ -444,10 +461,15 @@ class Scenario:
                     f"{self.trace_time_scale:g} (or replay less of it: a shorter duration_s or a smaller "
                     f"trace_time_scale)")
         pmax = self.length_bounds(self.prompt_tokens)[1]
-        if pmax > self.max_batched_tokens and not self.trace:
+        if pmax > self.max_batched_tokens and not self.trace and not self.chunked_prefill_on():
             raise ValueError(
                 f"prompt_tokens: invalid value {self.prompt_tokens} (longest drawn prompt {pmax}); allowed: "
-                f"at most max_batched_tokens ({self.max_batched_tokens})")
+                f"at most max_batched_tokens ({self.max_batched_tokens}), or chunked_prefill 'on' (long prompts "
+                f"split over steps)")
+        if self.cost_model == "kernel" and self.service_mode == "fixed":
+            raise ValueError("cost_model: invalid value 'kernel' with service_mode 'fixed'; allowed: 'roofline' "
+                             "(fixed service has per-token times, no cost model; cost_model 'kernel' needs "
+                             "service_mode 'roofline')")
         fam = STRATEGIES[self.strategy]
         if self.kv_reservation == "on_demand":
             if self.kv_allocator != "paged":

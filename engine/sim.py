@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from . import fleet, presets
+from . import fleet, kernels, presets
 from . import loop as L
 from .metrics import REPLICA_COLUMNS, adapter_duplication, fleet_counters, load_imbalance, summarize
 from .policies import STRATEGIES, hot_set_pins
@@ -120,6 +120,7 @@ def _build(sc: Scenario, wl: Workload):
     ip[L.IP_BLOCK_TOK] = sc.kv_block_tokens
     ip[L.IP_MAX_INSYS] = sc.max_in_system if not wl.closed else 0  # open loop, a replayed trace included
     ip[L.IP_FASTSKIP] = 1  # 0 scans the whole queue (the reference the fast path is tested against)
+    ip[L.IP_CHUNKED] = int(sc.chunked_prefill_on())
     ip[L.IP_CONTIG] = int(contiguous)
     ip[L.IP_ARENA] = arena
     ip[L.IP_MEAN_BLOCKS] = max(1, int(round(float(np.mean(
@@ -151,6 +152,15 @@ def _build(sc: Scenario, wl: Workload):
     fp[L.FP_DECODE_STEP] = sc.decode_ms_per_token / 1e3
     fp[L.FP_BUCKET] = bucket
     fp[L.FP_WARMUP] = sc.warmup_s
+    # cost_model "kernel" (docs/model.md 5.4): the dense GEMMs at the spec sheet's peak and bandwidth
+    fp[L.FP_KERNEL] = float(sc.cost_model == "kernel")
+    fp[L.FP_N_LAYERS] = m.n_layers
+    fp[L.FP_PEAK_FLOPS] = g.fp16_tflops * 1e12
+    fp[L.FP_PEAK_BW] = g.hbm_gbps * 1e9
+    fp[L.FP_VOCAB] = m.vocab_size
+    fp[L.FP_HIDDEN] = m.hidden_size
+    fp[L.FP_KPARAMS:L.FP_DENSE_N] = kernels.param_array()
+    fp[L.FP_DENSE_N:L.FP_DENSE_K], fp[L.FP_DENSE_K:L.FP_LEN] = kernels.dense_dims(m, 1)
 
     R_i = np.zeros((L.RI_LEN, n), np.int64)
     R_i[L.RI_ADAPTER] = adapter
@@ -401,6 +411,10 @@ def _counters(sc: Scenario, arr) -> dict:
         "swap_events": int(S_i[L.SI_LOADS]),
         "compact_events": int(S_i[L.SI_COMPACTS]),
         "preemptions": int(S_i[L.SI_PREEMPTS]),
+        "prefill_tokens_total": int(S_i[L.SI_PFTOKENS]),  # prompt (+ recomputed) tokens prefilled, all steps
+        "prefill_chunks_total": int(S_i[L.SI_PFCHUNKS]),  # (request, step) prefill pieces: > admissions if chunked
+        "peak_step_tokens": int(S_i[L.SI_PEAKTOK]),       # most prefill + decode tokens in one step
+        "chunked_prefill_on": bool(arr["ip"][L.IP_CHUNKED]),  # (the field says "auto"; this is what ran)
         "dropped_total": int(S_i[L.SI_DROPS]),
         "compacted_bytes": float(S_f[L.SF_COMPACT_BYTES]),
         "pcie_busy_frac": float(S_f[L.SF_PCIE_BUSY] / (sc.duration_s - sc.warmup_s)),

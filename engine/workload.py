@@ -176,12 +176,14 @@ def read_trace(src, sc: Scenario) -> Workload:
     pt = pd.to_numeric(df["prompt_tokens"], errors="coerce").to_numpy(np.float64)
     ot = pd.to_numeric(df["output_tokens"], errors="coerce").to_numpy(np.float64)
     kv_cap = max(sc.max_request_tokens(), sc.max_fitting_request_tokens())
+    chunked = sc.chunked_prefill_on()  # a prompt longer than the token budget spans steps
+    pmax = kv_cap if chunked else sc.max_batched_tokens
     checks = [
         ("arrival_s", ~np.isfinite(arr) | (arr < 0), "a number >= 0"),
         ("adapter_id", ~np.isfinite(ad) | (ad < 0) | (ad >= sc.num_adapters) | (ad != np.floor(ad)),
          f"an integer in [0, {sc.num_adapters - 1}] (num_adapters)"),
-        ("prompt_tokens", ~np.isfinite(pt) | (pt < 1) | (pt != np.floor(pt)) | (pt > sc.max_batched_tokens),
-         f"an integer in [1, {sc.max_batched_tokens}]"),
+        ("prompt_tokens", ~np.isfinite(pt) | (pt < 1) | (pt != np.floor(pt)) | (pt > pmax),
+         f"an integer in [1, {pmax}]" + ("" if chunked else " (max_batched_tokens; chunked prefill would split longer prompts)")),
         ("output_tokens", ~np.isfinite(ot) | (ot < 1) | (ot != np.floor(ot)),
          "an integer >= 1"),
     ]

@@ -10,6 +10,7 @@ from conftest import goto
 from streamlit.testing.v1 import AppTest
 
 from engine import Scenario, simulate
+from engine.scenario import ENUMS
 from engine.calibration import CALIBRATED, FITTED_FIELDS, calibration_status
 from engine.presets import SCENARIOS
 
@@ -65,7 +66,12 @@ def test_uncalibrated_presets_say_so(preset):
 @pytest.mark.parametrize("field", [f for f in FITTED_FIELDS if f not in ("service_mode", "max_in_system")])
 def test_changing_a_fitted_parameter_drops_the_calibration(field):
     sc = Scenario.from_preset("slora-a10g-s1")
-    st = calibration_status(sc.replace(**{field: getattr(sc, field) + 0.01}))
+    value = getattr(sc, field)
+    if isinstance(value, str):  # the cost model or the scheduling it was fitted under
+        value = next(v for v in ENUMS[field] if v != value)
+    else:
+        value += 0.01
+    st = calibration_status(sc.replace(**{field: value}))
     assert st.kind == "modified" and field in st.detail and "do not apply" in st.detail
 
 

@@ -144,6 +144,8 @@ def test_vllm_values_equal_the_scenario(name):
     assert ns.gpu_memory_utilization == sc.gpu_mem_util
     assert ns.max_num_seqs == sc.max_batch_size
     assert ns.max_num_batched_tokens == sc.max_batched_tokens
+    # vLLM chunks prefills by default; a scenario that does not (any strategy but vllm on "auto") turns it off
+    assert ns.enable_chunked_prefill is (None if sc.chunked_prefill_on() else False)
     assert ns.max_model_len == sc.max_request_tokens()
     assert ns.kv_cache_memory_bytes == (int(sc.kv_cache_gb * presets.GIB) if sc.kv_cache_gb > 0 else None)
 

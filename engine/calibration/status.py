@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from ..scenario import Scenario
 
 #: The cost-model parameters a calibration fits (engine/calibration/fitting.py FIT_BOUNDS and
-#: the vLLM runs' extra ones); a scenario that changes any of them is no longer the calibrated one.
-FITTED_FIELDS = ("service_mode", "compute_eff", "bw_eff", "step_overhead_ms", "lora_ms_per_adapter",
-                 "lora_ms_per_slot", "lora_us_per_token_slot", "frontend_ms", "max_in_system")
+#: the vLLM runs' extra ones), with the cost model and the scheduling they were fitted under
+#: (service_mode, cost_model, chunked_prefill); a scenario that changes any of them is no longer the
+#: calibrated one.
+FITTED_FIELDS = ("service_mode", "cost_model", "chunked_prefill", "compute_eff", "bw_eff", "step_overhead_ms",
+                 "lora_ms_per_adapter", "lora_ms_per_slot", "lora_us_per_token_slot", "frontend_ms", "max_in_system")
 
 
 @dataclass(frozen=True)

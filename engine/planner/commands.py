@@ -180,6 +180,8 @@ def vllm_command(sc: Scenario) -> Command:
     cmd.add("--gpu-memory-utilization", float(sc.gpu_mem_util), "gpu_mem_util")
     cmd.add("--max-num-seqs", sc.max_batch_size, "max_batch_size")
     cmd.add("--max-num-batched-tokens", sc.max_batched_tokens, "max_batched_tokens")
+    if not sc.chunked_prefill_on():
+        cmd.add("--no-enable-chunked-prefill", None, f"chunked_prefill {sc.chunked_prefill!r}")
     cmd.add("--max-model-len", sc.max_request_tokens(), "rule: max_request_tokens")
     if sc.kv_cache_gb > 0:
         cmd.add("--kv-cache-memory-bytes", int(sc.kv_cache_gb * presets.GIB), "kv_cache_gb (GiB -> bytes)")
@@ -205,7 +207,8 @@ def vllm_command(sc: Scenario) -> Command:
         notes.append("vLLM refuses to start: --max-num-batched-tokens must be >= --max-num-seqs.")
     notes.append("--max-model-len is the longest request, so vLLM's start-up check (one max-model-len request "
                  "fits in the KV cache) is the scenario validation's (vram_budget_gb <= max_vram_budget_gb). "
-                 "vLLM's token budget also counts decode tokens (chunked prefill); the model's only prefill. "
+                 + ("vLLM's token budget counts decode tokens too and long prompts are split over steps "
+                    "(chunked prefill, V1's default), as in the scenario. " if sc.chunked_prefill_on() else "") +
                  "--lora-modules adapters are loaded into the host cache at start (host_warm); beyond "
                  "--max-cpu-loras they are re-read from disk; GPU loads cross PCIe inside the step.")
     if closest != "vllm":

@@ -16,7 +16,8 @@ Assumptions (each also in the docstring that applies it):
   the file's duration: it issues requests until then, where the tool stopped after its request
   count (the two differ by the ramp-down of the last < concurrency requests); lengths are drawn
   from the scenario (fixed at the file's means, or lognormal with the per-request arrays' CV);
-* every simulated request has output >= 1 and prompt <= ``max_batched_tokens`` (else ValueError).
+* every simulated request has output >= 1 and, without chunked prefill, prompt <= ``max_batched_tokens``
+  (else ValueError).
 """
 from __future__ import annotations
 
@@ -163,7 +164,7 @@ def case_scenario(run: ToolRun, server: Scenario) -> Scenario:
     """``server`` with ``run``'s traffic, for the replay (not for users: lengths are the longest ones,
     so that the memory checks cover every request; warm-up 0, a long drain)."""
     lens = run.input_lens if run.detailed else np.array([max(1, int(round(run.mean_in)))])
-    bad = np.flatnonzero(lens > server.max_batched_tokens)
+    bad = np.flatnonzero(lens > server.max_batched_tokens) if not server.chunked_prefill_on() else lens[:0]
     if len(bad):
         what = f"input_lens[{bad[0]}]" if run.detailed else "mean prompt (total_input_tokens / completed)"
         raise ValueError(f"{run.source}: {what}: {int(lens[bad[0]])} tokens > max_batched_tokens "
