@@ -24,7 +24,8 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
  IP_CLUSTER, IP_CLOSED, IP_CONC, IP_FIXED, IP_SCAN, IP_NBUCKETS, IP_MAX_EVENTS, IP_PAD_SLOTS,
  IP_CONTIG, IP_ARENA, IP_MEAN_BLOCKS, IP_FASTSKIP, IP_ONDEMAND, IP_BLOCK_TOK, IP_MAX_INSYS,
  IP_CHUNKED,  # chunked prefill (vLLM V1): decode tokens count against the budget, long prompts are split
- IP_LEN) = range(32)
+ IP_DECODE_RUN,  # advance runs of pure-decode steps in _decode_run (0: one iteration per step, the reference)
+ IP_LEN) = range(33)
 # ---- float parameters (fp)
 (FP_DURATION, FP_HORIZON, FP_WINDOW, FP_MAX_WAIT, FP_PCIE_BPS, FP_DISK_BPS, FP_LOAD_LAT,
  FP_DISK_LAT, FP_ADAPTER_CAP, FP_POOL, FP_BLOCK_BYTES, FP_WEIGHT_BYTES, FP_PARAMS, FP_FLOPS,
@@ -645,6 +646,114 @@ def _schedule_running(ip, R_i, S_i, running):
     return tokens
 
 
+@njit(cache=True, nogil=True)
+def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, row, t, wq_head, next_arr, n_known,
+                t_limit, closed, kernel_cost, k_n, k_k, k_params):
+    """Steps in which nothing but decoding happens, without the scheduler: the same steps, times, counters and
+    time series as one iteration each (IP_DECODE_RUN = 0, the reference it is tested against), bit for bit.
+
+    Called after a step.  It runs nothing unless nobody waits, every running request decodes (no prefill
+    or unfinished chunk, no stall), and stops before any iteration in which something else could happen:
+    an arrival, a finished load, the time limit or horizon, a request's last token, or (on-demand KV) a
+    request needing a new block.  Until then the batch is fixed and each step's context grows by the
+    batch size, so the step cost needs no pass over the batch; the generated-token counts are written once
+    at the end.  Returns (t, wq_head)."""
+    n_run = S_i[SI_NRUN]
+    if (not ip[IP_DECODE_RUN] or n_run == 0 or S_i[SI_NWAIT] > 0 or S_i[SI_NPART] > 0
+            or S_f[SF_STALL] != 0.0):
+        return t, wq_head
+    bt = ip[IP_BLOCK_TOK]
+    ondemand = ip[IP_ONDEMAND] != 0
+    if ondemand and ip[IP_UNIFIED] and (S_i[SI_KV_BLOCKS] * fp[FP_BLOCK_BYTES] + S_f[SF_ADAPTER_BYTES]
+                                        > fp[FP_POOL]):
+        return t, wq_head  # (_grow_kv would evict)
+    j_max = 1 << 62  # steps allowed: none may finish a request or (on demand) need a new KV block
+    ctx0 = 0.0
+    lora_flops = 0.0
+    for k in range(n_run):
+        rr = running[k]
+        g = R_i[RI_GEN, rr]
+        if R_i[RI_PF, rr] > 0:
+            return t, wq_head
+        lim = R_i[RI_OUTPUT, rr] - g - 1  # the step that emits its last token is the scheduler's
+        if ondemand:  # _kv_need = (prompt + gen + bt) // bt <= blocks while gen < blocks * bt - prompt
+            kv = R_i[RI_BLOCKS, rr] * bt - R_i[RI_PROMPT, rr] - g
+            if kv < lim:
+                lim = kv
+        if lim < j_max:
+            j_max = lim
+        ctx0 += float(R_i[RI_PROMPT, rr] + g)
+        lora_flops += float(A_i[AI_BYTES, R_i[RI_ADAPTER, rr]])
+    if j_max <= 0:
+        return t, wq_head
+    # the scheduler would find nobody waiting: its scan start ends at the queue's tail
+    wq_head = S_i[SI_WQTAIL]
+    # a constant batch: one time-series row for every step of the run
+    kv_bytes = S_i[SI_KV_BLOCKS] * fp[FP_BLOCK_BYTES]
+    if ip[IP_UNIFIED]:
+        kv_frac = kv_bytes / (fp[FP_POOL] - S_f[SF_ADAPTER_BYTES]) if fp[FP_POOL] > S_f[SF_ADAPTER_BYTES] else 1.0
+    else:
+        kv_frac = S_i[SI_KV_BLOCKS] / ip[IP_KV_BLOCKS]
+    frag = _frag_now(ip, R_i, wq, wq_head, S_i[SI_WQTAIL], fl, S_i)
+    row[:] = 0.0
+    row[TS_BATCH] = n_run
+    row[TS_IN_SYSTEM] = n_run
+    row[TS_RESIDENT] = S_i[SI_NRES] - S_i[SI_NLOADING]
+    row[TS_KV_FRAC] = kv_frac
+    row[TS_KV_BYTES] = kv_bytes
+    row[TS_ADAPTER_BYTES] = S_f[SF_ADAPTER_BYTES]
+    row[TS_FRAG] = frag
+    if ip[IP_ASYNC]:
+        row[TS_LOADS] = S_i[SI_NLOADING]
+    bucket = fp[FP_BUCKET]
+    nb = ip[IP_NBUCKETS]
+    warm = fp[FP_WARMUP]
+    dur = fp[FP_DURATION]
+    n_dec = float(n_run)
+    lora_bytes = S_f[SF_LORA_BYTES]
+    distinct = float(S_i[SI_NDISTINCT])
+    slots = float(ip[IP_PAD_SLOTS])
+    t_next = t_limit  # the first moment the scheduler has something to do
+    if not closed and next_arr < n_known and R_f[RF_ARR, next_arr] < t_next:
+        t_next = R_f[RF_ARR, next_arr]
+    if S_i[SI_HEAPN] > 0 and heap_t[0] < t_next:
+        t_next = heap_t[0]
+    j = 0
+    while j < j_max and t < t_next and t <= fp[FP_HORIZON]:
+        ctx = ctx0 + float(j * n_run)
+        if kernel_cost:
+            dt = kernel_step_seconds(0.0, 0.0, n_dec, n_dec, ctx, lora_flops, lora_bytes, distinct, slots,
+                                     fp[FP_FLOPS], fp[FP_BW], fp[FP_ATTN], fp[FP_KV_TOK], fp[FP_OVERHEAD],
+                                     fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT], fp[FP_LORA_TOKSLOT], fp[FP_N_LAYERS],
+                                     k_n, k_k, k_params, fp[FP_PEAK_FLOPS], fp[FP_PEAK_BW], fp[FP_VOCAB],
+                                     fp[FP_HIDDEN])
+        else:
+            dt = step_seconds(ip[IP_FIXED] != 0, 0.0, 0.0, n_dec, ctx, lora_flops, lora_bytes, distinct, slots,
+                              fp[FP_PARAMS], fp[FP_WEIGHT_BYTES], fp[FP_FLOPS], fp[FP_BW], fp[FP_ATTN],
+                              fp[FP_KV_TOK], fp[FP_OVERHEAD], fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT],
+                              fp[FP_PREFILL_TOK], fp[FP_DECODE_STEP], fp[FP_LORA_TOKSLOT])
+        t_end = t + dt
+        S_i[SI_STEPS] += 1
+        if n_run > S_i[SI_PEAKTOK]:
+            S_i[SI_PEAKTOK] = n_run
+        lo = t if t > warm else warm
+        hi = t_end if t_end < dur else dur
+        if hi > lo:
+            S_f[SF_BUSY] += hi - lo
+        accum_row(ts, bucket, nb, t, t_end, row)
+        accum(ts, bucket, nb, t, t_end, TS_BUSY, 1.0)
+        _window_add(S_f, SF_FRAG_INT, t, t_end, warm, dur, frag)
+        if warm <= t_end < dur:
+            S_f[SF_TOKENS_WIN] += n_run
+        t = t_end
+        j += 1
+    if j > 0:
+        for k in range(n_run):
+            R_i[RI_GEN, running[k]] += j
+        S_i[SI_LASTDONE] = 0
+    return t, wq_head
+
+
 # idle outcomes
 IDLE_GO, IDLE_PAUSE, IDLE_END = 0, 1, 2
 
@@ -1099,6 +1208,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             k += 1
         t = t_end
         S_i[SI_LASTDONE] = n_run - S_i[SI_NRUN]  # finished at t_end (preemption happens later, in scheduling)
+        t, wq_head = _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, row, t, wq_head,
+                                 next_arr, n_known, t_limit, closed, kernel_cost, k_n, k_k, k_params)
     S_f[SF_END_T] = t
     S_f[SF_T] = t
     S_i[SI_WQHEAD] = wq_head

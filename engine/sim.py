@@ -121,6 +121,7 @@ def _build(sc: Scenario, wl: Workload):
     ip[L.IP_MAX_INSYS] = sc.max_in_system if not wl.closed else 0  # open loop, a replayed trace included
     ip[L.IP_FASTSKIP] = 1  # 0 scans the whole queue (the reference the fast path is tested against)
     ip[L.IP_CHUNKED] = int(sc.chunked_prefill_on())
+    ip[L.IP_DECODE_RUN] = 1  # 0 runs every decode step through the scheduler (the reference, tested equal)
     ip[L.IP_CONTIG] = int(contiguous)
     ip[L.IP_ARENA] = arena
     ip[L.IP_MEAN_BLOCKS] = max(1, int(round(float(np.mean(
