@@ -67,7 +67,10 @@ AF_READY, AF_LOADSTART, AF_GOLDEST, AF_LEN = range(4)
  SF_PEAK_TOTAL, SF_STALL, SF_FRAG_INT, SF_COMPACT_BYTES, SF_TOKENS_WIN, SF_LORA_BYTES,
  # PCIe link busy seconds in the window; cumulative sync load stall; the last stall [SF_STALLB, SF_STALLE)
  SF_PCIE_BUSY, SF_QSTALL, SF_STALLB, SF_STALLE,
- SF_T, SF_TLIMIT, SF_WAKE, SF_LEN) = range(21)
+ SF_T, SF_TLIMIT, SF_WAKE,
+ # static memory, within one scheduling pass: the smallest adapter for which no room could be made (nothing
+ # was evictable), so no adapter that large can get room until the pass ends (_try_admit skips the search)
+ SF_NOROOM, SF_LEN) = range(22)
 # ---- how a call of run_loop ended: not started yet, paused before an iteration at t >= the limit,
 # paused idle (its next known event is after the limit), finished
 PH_FRESH, PH_TOP, PH_IDLE, PH_DONE = 0, 1, 2, 3
@@ -460,8 +463,14 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
     if st == AS_ABSENT:
         if not threshold_ok:
             return ADM_NOSLOT
+        # (static memory: in this pass victims only become fewer and the adapter bytes only grow, so once no
+        # room could be made for an adapter, none could for one at least as large; IP_FASTSKIP 0 searches anyway)
+        if not ip[IP_UNIFIED] and ip[IP_FASTSKIP] and A_i[AI_MEMBYTES, a] >= S_f[SF_NOROOM]:
+            return ADM_NOSLOT
         if not _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, a, False,
                           blocks * fp[FP_BLOCK_BYTES]):
+            if not ip[IP_UNIFIED] and A_i[AI_MEMBYTES, a] < S_f[SF_NOROOM]:
+                S_f[SF_NOROOM] = A_i[AI_MEMBYTES, a]
             return ADM_NOSLOT
         if ip[IP_UNIFIED] and S_f[SF_ADAPTER_BYTES] + A_i[AI_MEMBYTES, a] + (S_i[SI_KV_BLOCKS] + blocks) * fp[FP_BLOCK_BYTES] > fp[FP_POOL]:
             _reject(ip, fp, R_i, S_i, ev_t, ev_i, t, r)
@@ -894,6 +903,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             S_i[SI_FLAGS] |= FLAG_HORIZON
             break
         # ---- schedule
+        S_f[SF_NOROOM] = _INF
         if ip[IP_ONDEMAND] and S_i[SI_NRUN] > 0:
             p0 = _grow_kv(ip, fp, R_i, R_f, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, running)
             if p0 < wq_head:
