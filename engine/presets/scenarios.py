@@ -147,10 +147,11 @@ SCENARIOS["slora-a100-80-s1"] = {
 # 6.0 ms + bytes / 50 GB/s (~7.7 ms, from vllm_lora_load_times.csv).  compute_eff, bw_eff,
 # step_overhead_ms, lora_ms_per_adapter, lora_ms_per_slot, lora_us_per_token_slot, frontend_ms,
 # max_in_system fitted on 30 runs (max_lora_rank 16, <= 128 adapters), each simulated for its full
-# 3600 s window (docs/validation.md, docs/validation/fitted_params.json): throughput MAPE 3.4 % train /
-# 5.9 % on the 101 held-out runs; mean TPOT 13 % / 19 %; mean TTFT 11 % / 45 % (held-out median
-# 7.5 %; one held-out run near saturation is off by 32x).  max_in_system (requests in the server
-# beyond which arrivals are refused) is a hypothesis for the overloaded runs (docs/model.md 6.1).
+# 3600 s window with chunked prefill on (vLLM V1's default, the vllm strategy's "auto"; docs/validation.md,
+# docs/validation/fitted_params.json): throughput MAPE 3.3 % train / 5.9 % on the 101 held-out runs; mean
+# TPOT 13 % / 19 %; mean TTFT 11 % / 23 % (held-out median 6.0 %; one held-out run near saturation is off
+# by 11x).  max_in_system (requests in the server beyond which arrivals are refused) is a hypothesis for
+# the overloaded runs (docs/model.md 6.1).
 # The queues of few-slot, many-adapter runs take minutes to build: simulate long enough (900 s here).
 SCENARIOS["vllm-llama31-8b"] = dict(
     gpu="h100-64gb", model="llama-3.1-8b", strategy="vllm", gpu_mem_util=0.9, reserve_gb=5.0,
@@ -160,9 +161,9 @@ SCENARIOS["vllm-llama31-8b"] = dict(
     length_dist="lognormal", length_spread=1.0, max_batch_size=2048, max_batched_tokens=2048,
     kv_reservation="on_demand", duration_s=900.0, warmup_s=60.0, slo_ttft_ms=1000.0,
     load_latency_ms=6.0, pcie_gbps=50.0,
-    compute_eff=0.29996428451525015, bw_eff=0.9362150828582338, step_overhead_ms=4.128901430375914,
-    lora_ms_per_adapter=0.3509963177570171, lora_ms_per_slot=0.0696038977923934,
-    lora_us_per_token_slot=0.3329448900321638, frontend_ms=8.09075204204077, max_in_system=22113,
+    compute_eff=0.304580460179445, bw_eff=0.9500901286876879, step_overhead_ms=4.3163145867466115,
+    lora_ms_per_adapter=0.3609595388634754, lora_ms_per_slot=0.06478038097071293,
+    lora_us_per_token_slot=0.3474340832888778, frontend_ms=9.611305603672083, max_in_system=23851,
 )
 
 # The vLLM multi-LoRA benchmark's design (seed3-llama31-8b-80gb) fitted to its three published
