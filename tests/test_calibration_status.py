@@ -10,9 +10,9 @@ from conftest import goto
 from streamlit.testing.v1 import AppTest
 
 from engine import Scenario, simulate
-from engine.scenario import ENUMS
 from engine.calibration import CALIBRATED, FITTED_FIELDS, calibration_status
 from engine.presets import SCENARIOS
+from engine.scenario import ENUMS
 
 ROOT = Path(__file__).resolve().parent.parent
 VALIDATION = ROOT / "docs" / "validation"

@@ -8,9 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import Scenario
+from engine import Scenario, sim
 from engine import loop as L
-from engine import sim
 from engine.policies import STRATEGIES
 from engine.workload import generate
 

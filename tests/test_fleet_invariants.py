@@ -34,9 +34,10 @@ def test_fleet_invariants_hold_on_random_scenarios(sc):
     assert int(r.replicas.requests.sum()) == s["requests"]
     for k, g in by.groupby("replica"):
         assert (g.kv_used_frac <= 1.0 + 1e-9).all(), k
-        assert (g.kv_bytes_used <= s["kv_capacity_bytes"] + 1e-6).all(), k
+        # (time-bucket means of byte counts near 1e8: rounding is relative, about 1e-14 of the value)
+        assert (g.kv_bytes_used <= s["kv_capacity_bytes"] * (1 + 1e-12) + 1e-6).all(), k
         if sc.memory_mode == "static":
-            assert (g.adapter_bytes_resident <= s["adapter_capacity_bytes"] + 1e-6).all(), k
+            assert (g.adapter_bytes_resident <= s["adapter_capacity_bytes"] * (1 + 1e-12) + 1e-6).all(), k
     if sc.router == "adapter_hash":  # a static partition: an adapter's requests all on one replica
         assert (r.requests.groupby("adapter").replica.nunique() == 1).all()
     assert 1.0 <= s["load_imbalance"] <= sc.num_replicas + 1e-9 or s["requests"] == 0
