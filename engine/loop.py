@@ -7,6 +7,10 @@ accumulators.  Each iteration: ingest arrivals and finished loads, schedule
 (admit waiting requests whose adapter and KV fit, issuing loads and evictions),
 run one step (prefill of the admitted, one decode token for the others), retire
 finished requests.  See docs/model.md for the equations.
+
+Constant arguments of jitted callees are passed as ``np.int64(...)`` / ``np.bool_(...)`` where the callee is
+also called with other values: Numba compiles one specialization per literal value (bench/cold_start.py counts
+them), and those copies of ``_try_admit``, ``accum``, ``pick_victim`` and ``_event`` were compile time only.
 """
 from __future__ import annotations
 
@@ -241,7 +245,7 @@ def _evict(ip, fp, A_i, S_i, S_f, res_list, fl, ev_t, ev_i, t, a):
                                  A_i[AI_MEMBYTES, a] // int(fp[FP_BLOCK_BYTES]))
         A_i[AI_EXTSTART, a] = -1
     S_i[SI_EVICTS] += 1
-    _event(S_i, ev_t, ev_i, ip[IP_MAX_EVENTS], t, EV_EVICT, a, A_i[AI_BYTES, a])
+    _event(S_i, ev_t, ev_i, ip[IP_MAX_EVENTS], t, np.int64(EV_EVICT), a, A_i[AI_BYTES, a])
 
 
 @njit(cache=True, nogil=True)
@@ -303,7 +307,7 @@ def _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, 
     done = s + fp[FP_LOAD_LAT] + nbytes / fp[FP_PCIE_BPS]
     S_f[SF_PCIE_FREE] = done
     # the link is busy over [s, done) (FIFO: transfers never overlap)
-    accum(ts, fp[FP_BUCKET], ip[IP_NBUCKETS], s, done, TS_PCIE, 1.0)
+    accum(ts, fp[FP_BUCKET], ip[IP_NBUCKETS], s, done, np.int64(TS_PCIE), 1.0)
     lo = s if s > fp[FP_WARMUP] else fp[FP_WARMUP]
     hi = done if done < fp[FP_DURATION] else fp[FP_DURATION]
     if hi > lo:
@@ -317,7 +321,7 @@ def _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, 
     A_f[AF_LOADSTART, a] = t
     A_f[AF_READY, a] = done
     S_i[SI_LOADS] += 1
-    _event(S_i, ev_t, ev_i, ip[IP_MAX_EVENTS], t, EV_LOAD, a, nbytes)
+    _event(S_i, ev_t, ev_i, ip[IP_MAX_EVENTS], t, np.int64(EV_LOAD), a, nbytes)
     if ip[IP_ASYNC]:
         A_i[AI_STATE, a] = AS_LOADING
         S_i[SI_NLOADING] += 1
@@ -333,7 +337,7 @@ def _reject(ip, fp, R_i, S_i, ev_t, ev_i, t, r):
     if R_i[RI_REJECTED, r] == 0:
         R_i[RI_REJECTED, r] = 1
         S_i[SI_REJECTS] += 1
-        _event(S_i, ev_t, ev_i, ip[IP_MAX_EVENTS], t, EV_REJECT, R_i[RI_ADAPTER, r],
+        _event(S_i, ev_t, ev_i, ip[IP_MAX_EVENTS], t, np.int64(EV_REJECT), R_i[RI_ADAPTER, r],
                R_i[RI_BLOCKS, r] * int(fp[FP_BLOCK_BYTES]))
 
 
@@ -381,7 +385,7 @@ def _compact(ip, fp, R_i, A_i, S_i, S_f, running, res_list, fl, ev_t, ev_i, t):
     S_f[SF_STALL] += 2.0 * nbytes / fp[FP_BW]
     S_f[SF_COMPACT_BYTES] += nbytes
     S_i[SI_COMPACTS] += 1
-    _event(S_i, ev_t, ev_i, ip[IP_MAX_EVENTS], t, EV_COMPACT, -1, int(nbytes))
+    _event(S_i, ev_t, ev_i, ip[IP_MAX_EVENTS], t, np.int64(EV_COMPACT), np.int64(-1), int(nbytes))
 
 
 @njit(cache=True, nogil=True)
@@ -447,7 +451,7 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
         need = (S_i[SI_KV_BLOCKS] + blocks) * fp[FP_BLOCK_BYTES]
         while S_f[SF_ADAPTER_BYTES] + need > fp[FP_POOL]:
             # KV reclaims any unused adapter, those nobody waits for first
-            v = pick_victim(EVICT_LRU_IDLE_FIRST, False, res_list, S_i[SI_NRES], A_i[AI_STATE], A_i[AI_PINNED],
+            v = pick_victim(np.int64(EVICT_LRU_IDLE_FIRST), np.bool_(False), res_list, S_i[SI_NRES], A_i[AI_STATE], A_i[AI_PINNED],
                             A_i[AI_REF], A_i[AI_WAIT], A_i[AI_LAST], A_i[AI_CUR], A_i[AI_PTR],
                             A_i[AI_END], a_list, R_i[RI_STATUS], a)
             if v < 0:
@@ -467,7 +471,7 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
         # room could be made for an adapter, none could for one at least as large; IP_FASTSKIP 0 searches anyway)
         if not ip[IP_UNIFIED] and ip[IP_FASTSKIP] and A_i[AI_MEMBYTES, a] >= S_f[SF_NOROOM]:
             return ADM_NOSLOT
-        if not _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, a, False,
+        if not _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, a, np.bool_(False),
                           blocks * fp[FP_BLOCK_BYTES]):
             if not ip[IP_UNIFIED] and A_i[AI_MEMBYTES, a] < S_f[SF_NOROOM]:
                 S_f[SF_NOROOM] = A_i[AI_MEMBYTES, a]
@@ -526,7 +530,7 @@ def _prefetch(ip, fp, R_i, A_i, A_f, S_i, S_f, res_list, a_list, running, fl, he
     a = R_i[RI_ADAPTER, r]
     if A_i[AI_STATE, a] != AS_ABSENT:
         return
-    if not _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, a, True, 0.0):
+    if not _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, a, np.bool_(True), 0.0):
         return
     _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, heap_a, ev_t, ev_i, ts, t, a)
     R_i[RI_LOADED, r] = 1
@@ -594,9 +598,9 @@ def _grow_kv(ip, fp, R_i, R_f, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, 
         if ip[IP_UNIFIED]:
             if (S_i[SI_KV_BLOCKS] + need_total) * fp[FP_BLOCK_BYTES] + S_f[SF_ADAPTER_BYTES] <= fp[FP_POOL]:
                 break
-            v = pick_victim(EVICT_LRU_IDLE_FIRST, False, res_list, S_i[SI_NRES], A_i[AI_STATE], A_i[AI_PINNED],
+            v = pick_victim(np.int64(EVICT_LRU_IDLE_FIRST), np.bool_(False), res_list, S_i[SI_NRES], A_i[AI_STATE], A_i[AI_PINNED],
                             A_i[AI_REF], A_i[AI_WAIT], A_i[AI_LAST], A_i[AI_CUR], A_i[AI_PTR],
-                            A_i[AI_END], a_list, R_i[RI_STATUS], -1)
+                            A_i[AI_END], a_list, R_i[RI_STATUS], np.int64(-1))
             if v >= 0:
                 _evict(ip, fp, A_i, S_i, S_f, res_list, fl, ev_t, ev_i, t, v)
                 continue
@@ -750,7 +754,7 @@ def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, ro
         if hi > lo:
             S_f[SF_BUSY] += hi - lo
         accum_row(ts, bucket, nb, t, t_end, row)
-        accum(ts, bucket, nb, t, t_end, TS_BUSY, 1.0)
+        accum(ts, bucket, nb, t, t_end, np.int64(TS_BUSY), 1.0)
         _window_add(S_f, SF_FRAG_INT, t, t_end, warm, dur, frag)
         if warm <= t_end < dur:
             S_f[SF_TOKENS_WIN] += n_run
@@ -890,8 +894,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                     c0 -= S_f[SF_STALLE] - (a_t if a_t > S_f[SF_STALLB] else S_f[SF_STALLB])
                 R_f[RF_C0, next_arr] = c0
                 # it arrived during the last step: count it as queued from its arrival
-                accum(ts, bucket, nb, R_f[RF_ARR, next_arr], t, TS_QUEUE, 1.0)
-                accum(ts, bucket, nb, R_f[RF_ARR, next_arr], t, TS_IN_SYSTEM, 1.0)
+                accum(ts, bucket, nb, R_f[RF_ARR, next_arr], t, np.int64(TS_QUEUE), 1.0)
+                accum(ts, bucket, nb, R_f[RF_ARR, next_arr], t, np.int64(TS_IN_SYSTEM), 1.0)
                 next_arr += 1
         # ---- finished async loads
         while S_i[SI_HEAPN] > 0 and heap_t[0] <= t:
@@ -935,7 +939,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 if A_i[AI_REF, R_i[RI_ADAPTER, r]] == 0:
                     continue
                 code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a,
-                                  ev_t, ev_i, ts, running, t, r, tokens, True)
+                                  ev_t, ev_i, ts, running, t, r, tokens, np.bool_(True))
                 if code == ADM_OK:
                     new_list[n_new] = r
                     n_new += 1
@@ -974,7 +978,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                         continue
                     break
                 code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a,
-                                  ev_t, ev_i, ts, running, t, r, tokens, True)
+                                  ev_t, ev_i, ts, running, t, r, tokens, np.bool_(True))
                 if code == ADM_OK:
                     new_list[n_new] = r
                     n_new += 1
@@ -1169,10 +1173,10 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
         if async_mode:
             row[TS_LOADS] = S_i[SI_NLOADING]
         accum_row(ts, bucket, nb, t, t_end, row)
-        accum(ts, bucket, nb, start, t_end, TS_BUSY, 1.0)
+        accum(ts, bucket, nb, start, t_end, np.int64(TS_BUSY), 1.0)
         _window_add(S_f, SF_FRAG_INT, t, t_end, fp[FP_WARMUP], fp[FP_DURATION], frag)
         if not async_mode:
-            accum(ts, bucket, nb, t, start, TS_LOADS, float(loads_now))
+            accum(ts, bucket, nb, t, start, np.int64(TS_LOADS), float(loads_now))
         # ---- tokens and completions
         if fp[FP_WARMUP] <= t_end < fp[FP_DURATION]:
             S_f[SF_TOKENS_WIN] += S_i[SI_NRUN] - n_part  # every running request emits one token (but chunks)
