@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
-from engine import ENGINE_VERSION, Scenario, read_trace, shipped_trace, simulate
+from engine import ENGINE_VERSION, Scenario, read_trace, shipped_trace, simulate, simulate_summary
 
 from . import charts
 from .controls import cap_scenario
@@ -50,7 +50,7 @@ def _full(scenario_json: str, engine_version: str, trace_digest: str | None = No
 
 @st.cache_data(max_entries=20_000, show_spinner=False)
 def _summary(scenario_json: str, engine_version: str) -> dict:
-    return simulate(Scenario.from_json(scenario_json)).summary
+    return simulate_summary(Scenario.from_json(scenario_json))
 
 
 def capped(sc: Scenario) -> Scenario:

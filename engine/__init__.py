@@ -21,12 +21,12 @@ from .presets.scenarios import TRACE_CITATION, TRACES
 from .ranking import Ranking, rank
 from .routers import ROUTERS
 from .scenario import ENUMS, EXPORT_REPLICATIONS_KEY, EXPORT_STRATEGIES_KEY, MAX_REPLICAS, MAX_REQUESTS, Scenario
-from .sim import SimResult, compare, simulate
+from .sim import SimResult, compare, simulate, simulate_summary
 from .workload import read_trace, shipped_trace
 
 ENGINE_VERSION = "0.5.0"
 
-__all__ = ["Scenario", "SimResult", "STRATEGIES", "ROUTERS", "ENUMS", "MAX_REQUESTS", "MAX_REPLICAS", "EXPORT_STRATEGIES_KEY", "EXPORT_REPLICATIONS_KEY", "simulate", "compare", "read_trace",
+__all__ = ["Scenario", "SimResult", "STRATEGIES", "ROUTERS", "ENUMS", "MAX_REQUESTS", "MAX_REPLICAS", "EXPORT_STRATEGIES_KEY", "EXPORT_REPLICATIONS_KEY", "simulate", "simulate_summary", "compare", "read_trace",
            "shipped_trace", "TRACES", "TRACE_CITATION",
            "mean_ci", "Cause", "causes", "run_causes", "effective_slots", "contenders_excluded", "rank", "Ranking", "presets", "model_from_hf_config", "ENGINE_VERSION",
            "dense_layer_ms", "dense_op_ms", "DENSE_OPS", "KERNEL_PARAMS"]

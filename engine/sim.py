@@ -270,6 +270,26 @@ def simulate(scenario: Scenario, trace: Workload | None = None) -> SimResult:
 
     A scenario with ``trace`` set replays that shipped trace; an uploaded ``trace`` as well is refused.
     """
+    sc, wl, arr = _simulate_arrays(scenario, trace)
+    if sc.num_replicas > 1:
+        return _fleet_result(sc, arr)
+    return _result(sc, wl, arr)
+
+
+def simulate_summary(scenario: Scenario, trace: Workload | None = None) -> dict:
+    """``simulate(scenario, trace).summary``, equal key for key, without building the result's DataFrames
+    (requests, time series, events): for sweeps, plans and replications, which read only the summary."""
+    sc, wl, arr = _simulate_arrays(scenario, trace)
+    if sc.num_replicas > 1:
+        return _fleet_result(sc, arr).summary
+    cols = _request_cols(sc, arr["R_i"], arr["R_f"])
+    summary = summarize(sc, cols, _counters(sc, arr))
+    _fleet_keys(summary, [summary["requests"]], 1.0)
+    return summary
+
+
+def _simulate_arrays(scenario: Scenario, trace: Workload | None):
+    """Validate, draw or take the workload, run the loop (or the fleet): (scenario, workload, arrays)."""
     if not isinstance(scenario, Scenario):
         raise ValueError(f"scenario: expected engine.Scenario, got {type(scenario).__name__}")
     sc = scenario.validate()
@@ -296,14 +316,14 @@ def simulate(scenario: Scenario, trace: Workload | None = None) -> SimResult:
                     f"duration_s: closed loop would issue more than {MAX_REQUESTS} requests in "
                     f"{sc.duration_s} s; allowed: a shorter duration_s or fewer clients")
             n = min(2 * n, MAX_REQUESTS)
-        return _result(sc, wl, arr)
+        return sc, wl, arr
     else:
         wl = generate(sc)
     if sc.num_replicas > 1:
         empty = np.zeros(0, np.int64)
         template = _build(sc, Workload(np.zeros(0), empty, empty, empty))
-        return _fleet_result(sc, fleet.run(sc, wl, template, MAX_EVENTS))
-    return _result(sc, wl, _run(sc, wl))
+        return sc, wl, fleet.run(sc, wl, template, MAX_EVENTS)
+    return sc, wl, _run(sc, wl)
 
 
 def _request_cols(sc: Scenario, R_i, R_f) -> dict:
@@ -525,14 +545,14 @@ def compare(scenario: Scenario, strategies=None, replications: int = 5, metrics=
     rows = []
     for s in strategies:
         for k in range(replications):
-            r = simulate(scenario.replace(strategy=s, seed=scenario.seed + k))
+            summ = simulate_summary(scenario.replace(strategy=s, seed=scenario.seed + k))
             if not rows and metrics is not None:  # checked on the first run's summary, before the others
-                numeric = [m for m, v in r.summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+                numeric = [m for m, v in summ.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
                 bad = [m for m in (metrics if isinstance(metrics, (list, tuple)) else [metrics]) if m not in numeric]
                 if bad or not isinstance(metrics, (list, tuple)) or not metrics:
                     raise ValueError(f"metrics: invalid value {bad[0] if bad else metrics!r}; allowed: a non-empty "
                                      f"list of summary metrics ({', '.join(sorted(numeric))})")
-            rows.append({"strategy": s, "replication": k, **r.summary})
+            rows.append({"strategy": s, "replication": k, **summ})
     df = pd.DataFrame(rows)
     metric_cols = metrics or [c for c in df.columns if c not in ("strategy", "replication")
                               and pd.api.types.is_numeric_dtype(df[c])]

@@ -38,7 +38,7 @@ from .backends import (
 from .metrics import mean_ci
 from .policies import STRATEGIES
 from .scenario import Scenario
-from .sim import simulate
+from .sim import simulate_summary
 
 #: Upper bound on the runs one sweep may launch (protects the machine and the hosted app).
 MAX_RUNS = 100_000
@@ -204,7 +204,7 @@ def parallel_map(fn: Callable, items: Sequence, workers: int | None = None, prog
 
 
 def _simulate_summary(sc: Scenario) -> dict:
-    return _summary_row(simulate(sc).summary)
+    return _summary_row(simulate_summary(sc))
 
 
 def run_scenarios(scenarios: list[Scenario], workers: int | None = None, progress: Progress = False,

@@ -121,3 +121,38 @@ def test_no_room_memo_random_scenarios(strategy, rate, budget, ranks, hot, seed)
         return
     a, b = _both(sc, L.IP_FASTSKIP)
     _assert_same(a, b)
+
+
+def _summaries_equal(a: dict, b: dict):
+    assert a.keys() == b.keys()
+    for k, v in a.items():
+        w = b[k]
+        same = v == w or (isinstance(v, float) and isinstance(w, float) and np.isnan(v) and np.isnan(w))
+        assert same, (k, v, w)
+
+
+SUMMARY_CASES = {
+    **{f"default-{s}": ("default", dict(strategy=s, duration_s=30.0, warmup_s=5.0)) for s in STRATEGIES},
+    "closed": ("a100-light", dict(arrival_process="closed", concurrency=6, duration_s=40.0, warmup_s=2.0)),
+    "trace": ("azure-code-2023", dict(duration_s=60.0, warmup_s=5.0)),
+    "fleet": ("default", dict(num_replicas=3, router="lora_affinity", arrival_rate_rps=30.0, duration_s=20.0,
+                              warmup_s=2.0)),
+    "vllm-runs": ("vllm-llama31-8b", dict(duration_s=120.0, warmup_s=10.0, arrival_rate_rps=2.0)),
+}
+
+
+@pytest.mark.parametrize("case", list(SUMMARY_CASES))
+def test_simulate_summary_equals_the_full_results_summary(case):
+    """engine.simulate_summary skips the DataFrames and gives the same summary, key for key, bit for bit."""
+    from engine import simulate_summary
+    preset, kw = SUMMARY_CASES[case]
+    sc = Scenario.from_preset(preset, **kw)
+    _summaries_equal(simulate_summary(sc), sim.simulate(sc).summary)
+
+
+def test_simulate_summary_refuses_what_simulate_refuses():
+    from engine import simulate_summary
+    with pytest.raises(ValueError, match="scenario: expected engine.Scenario"):
+        simulate_summary({"strategy": "naive"})
+    with pytest.raises(ValueError, match="arrival_rate_rps"):
+        simulate_summary(Scenario.from_preset("default", arrival_rate_rps=-1.0))

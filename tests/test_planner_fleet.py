@@ -88,20 +88,15 @@ def test_slo_below_the_service_time_is_infeasible_with_a_reason():
 
 
 # ------------------------------------------------------------------ the search itself, on a fake predicate
-class _Fake:
-    def __init__(self, n):
-        self.summary = {"n": n}
-
-
 def _fake(monkeypatch, passes):
     """Make a probe at num_replicas n pass iff passes(n) (no simulation); return the list of probed counts."""
     seen = []
 
-    def fake_simulate(s):
+    def fake_simulate_summary(s):
         seen.append(s.num_replicas)
-        return _Fake(s.num_replicas)
+        return {"n": s.num_replicas}
 
-    monkeypatch.setattr(search_mod, "simulate", fake_simulate)
+    monkeypatch.setattr(search_mod, "simulate_summary", fake_simulate_summary)
     monkeypatch.setattr(search_mod, "verdict", lambda summ, slo, rate, w: (passes(summ["n"]), "" if passes(
         summ["n"]) else f"fails at {summ['n']}"))
     return seen

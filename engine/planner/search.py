@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 
 from ..scenario import MAX_REPLICA_ADAPTERS, MAX_REPLICAS, MAX_REQUESTS, Scenario
-from ..sim import simulate
+from ..sim import simulate_summary
 from .slo import verdict
 
 #: Bounds of a search (multiples of the start value) and of its probes.
@@ -97,7 +97,7 @@ def _probe(sc: Scenario, slo: dict, field: str, value, probe_requests: int | Non
         s = probe_scenario(sc, field, value, probe_requests, slo).validate()
     except ValueError as e:
         return False, None, str(e)
-    summ = simulate(s).summary
+    summ = simulate_summary(s)
     ok, why = verdict(summ, slo, s.arrival_rate_rps, s.duration_s - s.warmup_s)
     return ok, _summary_row(summ), why
 
@@ -225,7 +225,7 @@ def min_replicas(sc: Scenario, slo: dict, probe_requests: int | None = None, sta
         except ValueError as e:
             return False, None, f"num_replicas={n} is not allowed: {e}", True
         probes += 1
-        summ = simulate(s).summary
+        summ = simulate_summary(s)
         ok, why = verdict(summ, slo, s.arrival_rate_rps, s.duration_s - s.warmup_s)
         return ok, _summary_row(summ), (f"{n} replica(s): {why}" if why else ""), False
 
