@@ -109,3 +109,19 @@ def test_badge_on_the_default_is_uncalibrated():
     at.run()
     badge, = _badges(at)
     assert ":gray-badge[" in badge.value and "Uncalibrated" in badge.value and "a100-80gb" in badge.help
+
+
+def test_max_in_system_does_not_count_for_closed_loop_clients():
+    """max_in_system refuses open-loop arrivals only: a closed-loop scenario keeps the calibration without it."""
+    sc = Scenario.from_preset("vllm-llama31-8b")
+    assert calibration_status(sc.replace(arrival_process="closed", max_in_system=0)).kind == "calibrated"
+    assert calibration_status(sc.replace(max_in_system=0)).kind == "modified"
+
+
+def test_transferred_fit_wins_over_another_fit_of_the_same_pair():
+    """The seed-3 preset carries vllm-llama31-8b's fitted values on h100-80gb, the pair seed3-...-calibrated was
+    fitted on with other values: its status names the fit it carries."""
+    st = calibration_status(Scenario.from_preset("seed3-llama31-8b-80gb"))
+    assert st.kind == "transferred" and st.preset == "vllm-llama31-8b"
+    roof = calibration_status(Scenario.from_preset("seed3-llama31-8b-80gb-roofline"))
+    assert roof.kind == "modified" and roof.preset == "seed3-llama31-8b-80gb-calibrated"

@@ -150,7 +150,10 @@ def test_seed3_files(seed3):
         for m in mets:
             assert {f"{m}_mean", f"{m}_ci_low", f"{m}_ci_high"} <= set(t.columns)
         assert set(t.experiment) == {"uniform", "skewed", "max_loras"}
-        assert len(t) == 4 + 3 + 6
+        assert len(t) == 4 + 3 + 4 * 3  # quick: 4 adapter counts x max_loras 4, 32, 128
+    runs = pd.read_csv(res / "runs.csv")
+    ml = runs[runs.experiment == "max_loras"]
+    assert (ml.max_cpu_loras == ml.max_loras).all()  # vLLM's default max_cpu_loras follows max_loras
     comp = pd.read_csv(res / "published_comparison.csv")
     assert list(comp.num_adapters) == [1, 10, 1000]
     assert comp.published_tok_s.tolist() == [1935, 1489, 884]
@@ -159,17 +162,36 @@ def test_seed3_files(seed3):
     assert comp.simulated_ratio_to_1.iloc[2] < comp.simulated_ratio_to_1.iloc[1] < 1.0
     mem = pd.read_csv(res / "memory_decomposition.csv")
     assert len(mem) == 13 and mem.adapters_loaded.iloc[-1] == 1000
+    mods = pd.read_csv(res / "adapter_modules.csv").set_index("target_modules")
+    assert mods.loc["qv", "preset"] and mods.loc["qv", "total_gb"] == pytest.approx(13.6, abs=0.05)
     txt = (res / "summary.txt").read_text()
-    assert "h100-80gb" in txt and "64-token prompt" in txt and "NOT calibrated" in txt
+    for needle in ("h100-80gb", "64-token prompt", "TRANSFERRED", "max_cpu_loras = max_loras (32)", "q,v",
+                   "83.74 ms", "Predictions (held out, not compared)"):
+        assert needle in txt, needle
+    # the predictions for the held-out results: tables with CIs (quick mode: 2 replications)
+    skew = pd.read_csv(res / "predictions_skew.csv")
+    r = skew[skew.num_adapters == 1000].iloc[0]
+    assert r.zipf_s == 1.0 and r.n == 2
+    assert np.isfinite([r.ratio_ci_low, r.ratio_ci_high]).all() and r.ratio_ci_low <= r.ratio <= r.ratio_ci_high
+    best = pd.read_csv(res / "predictions_max_loras.csv", keep_default_na=False)
+    assert best.num_adapters.tolist() == [10, 50, 100, 500]
+    assert set(best.best_max_loras) <= {4, 32, 128} and (best.n == 2).all()
+    assert (best.best_ci_low <= best.best_tok_s).all() and (best.best_tok_s <= best.best_ci_high).all()
+    for _, b in best.iterrows():  # the best has the highest mean; ties are other swept values
+        means = dict(kv.split(":") for kv in b.tok_s_by_max_loras.split())
+        assert float(means[str(b.best_max_loras)]) == max(map(float, means.values()))
+        assert str(b.best_max_loras) not in str(b.tied_max_loras).split()
+    assert re.search(r"1000\s+\d+ \[\d+, \d+\]\s+\d+ \[\d+, \d+\]\s+\d\.\d+ \[\d\.\d+, \d\.\d+\]", txt)
 
 
 def test_memory_decomposition_from_adapter_bytes():
     from engine import presets
     sc = Scenario.from_preset("seed3-llama31-8b-80gb")
-    b = presets.adapter_bytes(presets.get_model("llama-3.1-8b"), 16, "qkvo")
+    b = presets.adapter_bytes(presets.get_model("llama-3.1-8b"), 16, "qv")
     mem = seed3_memory_table()
     assert (mem.host_bytes == mem.adapters_loaded * b).all()
     assert (mem.gpu_bytes == np.minimum(mem.adapters_loaded, sc.max_loras) * b).all()
+    assert (mem.vllm_cpu_cache_bytes == np.minimum(mem.adapters_loaded, sc.max_cpu_loras) * b).all()
     assert sc.gpu == "h100-80gb" and sc.output_tokens == 128 and sc.arrival_process == "closed"
     assert sc.strategy == "vllm" and sc.max_loras == 32 and sc.concurrency == 32 and sc.zipf_s == 0
 
@@ -265,21 +287,19 @@ def test_range_verdict():
     assert range_verdict(-0.30, -0.33, -0.28, -0.09, -0.11)[0] == PARTLY  # 2.7x the nearer end (-11%)
 
 
-def test_seed3_drop_predicted_by_costs_calibrated_on_other_vllm_runs():
-    """The cost model fitted to the 131 real vLLM runs (vllm-llama31-8b), applied to seed 3's
-    design, predicts its published uniform-traffic drop (-23 % at 10, -54 % at 1,000 adapters;
-    docs/findings.md S3-2, calibrated view) without being fitted to it; the design preset's own
-    unfitted costs do not (its drop stays under 10 %)."""
+def test_seed3_drop_on_the_preset_and_on_the_roofline_design():
+    """The preset (vLLM defaults, costs fitted to the real vLLM runs) loses throughput with the adapter count
+    (the fitted per-adapter cost, and disk reads beyond its 32-adapter host cache); the roofline design, with
+    no LoRA costs and a warm unlimited host cache, barely does (its drop stays under 10 %).  Regression bounds
+    on what the model predicts, not targets: nothing is fitted to the published -23 % / -54 %."""
     from engine import simulate
-    from engine.studies import seed3_calibrated_overrides
-    cal = seed3_calibrated_overrides()
+    from engine.studies import SEED3_PRESET, SEED3_ROOFLINE_PRESET
 
-    def drops(**over):
-        thr = [simulate(Scenario.from_preset("seed3-llama31-8b-80gb", num_adapters=n, duration_s=30.0,
-                                             warmup_s=5.0, seed=1, **over)).summary["throughput_tok_s"]
-               for n in (1, 10, 1000)]
+    def drops(preset):
+        thr = [simulate(Scenario.from_preset(preset, num_adapters=n, duration_s=30.0, warmup_s=5.0, seed=1))
+               .summary["throughput_tok_s"] for n in (1, 10, 1000)]
         return thr[1] / thr[0] - 1, thr[2] / thr[0] - 1
-    d10, d1000 = drops(**cal)
-    assert -0.30 < d10 < -0.16 and -0.62 < d1000 < -0.46
-    p10, p1000 = drops()
+    d10, d1000 = drops(SEED3_PRESET)
+    assert d1000 < d10 < -0.10 and d1000 < -0.5
+    p10, p1000 = drops(SEED3_ROOFLINE_PRESET)
     assert -0.10 < p1000 < 0 and -0.05 < p10 < 0

@@ -46,7 +46,7 @@ CALIBRATED: dict[str, Calibration] = {c.preset: c for c in (
                 caveat="fitted with chunked prefill on (vLLM V1's default); one held-out run near saturation is off "
                        "by 11x on mean TTFT"),
     Calibration("seed3-llama31-8b-80gb-calibrated", "the vLLM multi-LoRA benchmark's three published "
-                "uniform-traffic points (1 / 10 / 1,000 adapters)",
+                "uniform-traffic points (1 / 10 / 1,000 adapters), on its roofline design",
                 (("output tokens/s", "train", 1.2, 1.8, 3),),
                 caveat="in-sample only: 2 parameters fitted on 3 points"),
 )}
@@ -74,12 +74,23 @@ def _errors_text(c: Calibration) -> str:
     return "; ".join(parts) + (f"; {c.caveat}" if c.caveat else "")
 
 
+def _fields(sc: Scenario) -> tuple[str, ...]:
+    """The fitted fields that act on ``sc``: ``max_in_system`` refuses open-loop arrivals only (closed-loop
+    clients never meet it)."""
+    closed = sc.arrival_process == "closed" and not sc.trace
+    return tuple(f for f in FITTED_FIELDS if not (closed and f == "max_in_system"))
+
+
 def calibration_status(sc: Scenario) -> CalibrationStatus:
-    """Whether ``sc``'s cost model is one that was checked against measurements (docs/validation.md)."""
+    """Whether ``sc``'s cost model is one that was checked against measurements (docs/validation.md).
+
+    In order: "calibrated" (a calibrated preset's GPU, model and fitted values), "transferred" (a calibrated
+    preset's fitted values on another GPU or model), "modified" (a calibrated GPU/model pair with other
+    fitted values), "uncalibrated"."""
     diffs: dict[str, list[str]] = {}
     for name, c in CALIBRATED.items():
         ref = Scenario.from_preset(name)
-        changed = [f for f in FITTED_FIELDS if not _same(getattr(sc, f), getattr(ref, f))]
+        changed = [f for f in _fields(sc) if not _same(getattr(sc, f), getattr(ref, f))]
         pair = sc.gpu == ref.gpu and sc.model == ref.model
         if pair and not changed:
             m = c.errors[:2]
@@ -87,19 +98,21 @@ def calibration_status(sc: Scenario) -> CalibrationStatus:
             return CalibrationStatus("calibrated", f"Calibrated ({name}): {short} ({m[0][1]})",
                                      f"Cost model fitted to {c.against}: {_errors_text(c)}.", name)
         diffs[name] = changed
-        if pair:
+    for name, changed in diffs.items():
+        ref = Scenario.from_preset(name)
+        if not changed:
+            return CalibrationStatus(
+                "transferred", "Uncalibrated (transferred)",
+                f"Cost parameters fitted on {name} ({ref.gpu}, {ref.model}) are used here on {sc.gpu} / "
+                f"{sc.model}: no measurement checks them on this pair.", name)
+    for name, changed in diffs.items():
+        c, ref = CALIBRATED[name], Scenario.from_preset(name)
+        if sc.gpu == ref.gpu and sc.model == ref.model:
             return CalibrationStatus(
                 "modified", "Uncalibrated (modified)",
                 f"The preset {name} is calibrated for this GPU and model ({c.against}), but this scenario's "
                 f"{', '.join(changed)} {'differs' if len(changed) == 1 else 'differ'} from its fitted "
                 f"value{'s' if len(changed) > 1 else ''}: its errors do not apply.", name)
-    for name, changed in diffs.items():
-        if not changed:
-            ref = Scenario.from_preset(name)
-            return CalibrationStatus(
-                "transferred", "Uncalibrated (transferred)",
-                f"Cost parameters fitted on {name} ({ref.gpu}, {ref.model}) are used here on {sc.gpu} / "
-                f"{sc.model}: no measurement checks them on this pair.", name)
     how = ("stated per-token times (service_mode fixed)" if sc.service_mode == "fixed" else
            f"a roofline from the spec sheet with default efficiencies (compute {sc.compute_eff:g}, memory "
            f"bandwidth {sc.bw_eff:g})")

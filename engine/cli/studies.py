@@ -86,7 +86,8 @@ def add_commands(sub) -> None:
     r = sub.add_parser("reproduce", help="re-run a source study's experiments (figures, tables, summary)")
     r.add_argument("which", choices=("seed1", "seed3", "kv-interference"),
                    help="seed1: the multi-LoRA serving simulator's six figures; seed3: the vLLM multi-LoRA "
-                        "benchmark design; kv-interference: the LoRA/KV interference benchmark")
+                        "benchmark design on vLLM's LoRA defaults and the vLLM-fitted costs, with its predictions "
+                        "for the held-out results; kv-interference: the LoRA/KV interference benchmark")
     r.add_argument("--quick", action="store_true", help="fewer points, 2 replications, 20 s runs (< 1 min)")
     r.add_argument("--out", required=True, help="output directory (results/ and plots/ are written in it)")
     r.add_argument("--workers", type=positive_int("--workers"), help="worker processes (default: one per core)")

@@ -20,9 +20,17 @@ from .findings import CLAIM_IDS, generate
 from .kv_interference import run_kv_interference
 from .multilora_sim import EXTRA_FIGURES, SEED1_FIGURES, SEED1_PRESET, reproduce_seed1
 from .verdicts import HOLDS, NO, PARTLY, RULES, Claim, Result, direction_verdict, magnitude_verdict, range_verdict
-from .vllm_multilora import SEED3_PRESET, reproduce_seed3, seed3_calibrated_overrides, seed3_memory_table
+from .vllm_multilora import (
+    SEED3_PRESET,
+    SEED3_ROOFLINE_PRESET,
+    reproduce_seed3,
+    seed3_memory_table,
+    seed3_module_bytes,
+    seed3_predictions,
+)
 
 __all__ = ["VIEWS", "Mode", "fmt_ci", "mode", "provenance", "CLAIM_IDS", "generate", "run_kv_interference",
            "EXTRA_FIGURES", "SEED1_FIGURES", "SEED1_PRESET", "reproduce_seed1", "HOLDS", "NO",
            "PARTLY", "RULES", "Claim", "Result", "direction_verdict", "magnitude_verdict", "range_verdict",
-           "SEED3_PRESET", "reproduce_seed3", "seed3_calibrated_overrides", "seed3_memory_table"]
+           "SEED3_PRESET", "SEED3_ROOFLINE_PRESET", "reproduce_seed3", "seed3_memory_table", "seed3_module_bytes",
+           "seed3_predictions"]

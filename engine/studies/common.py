@@ -46,9 +46,14 @@ def mode(quick: bool, replications: int | None = None) -> Mode:
 
 # ---------------------------------------------------------------------------- running
 def run_specs(specs, m: Mode, workers: int | None, progress) -> dict[str, pd.DataFrame]:
+    """Run ``[(experiment id, (base, grid, strategies))]`` in one pool: {id: runs}; the runs of specs that share
+    an id are concatenated in spec order (a sweep whose fields move together: one spec per value)."""
     dfs = run_sweeps([s for _, s in specs], m.replications, workers=workers, progress=progress,
                      desc="simulations")
-    return {eid: df for (eid, _), df in zip(specs, dfs)}
+    out: dict[str, list[pd.DataFrame]] = {}
+    for (eid, _), df in zip(specs, dfs):
+        out.setdefault(eid, []).append(df)
+    return {k: v[0] if len(v) == 1 else pd.concat(v, ignore_index=True) for k, v in out.items()}
 
 
 def provenance() -> dict[str, str]:

@@ -34,7 +34,15 @@ from .multilora_sim import (
     seed1_conditions,
 )
 from .verdicts import HOLDS, RULES, Claim
-from .vllm_multilora import CAL_VIEW, SEED3_PRESET, cal_text, evaluate_seed3, seed3_claim_specs, seed3_conditions
+from .vllm_multilora import (
+    ROOFLINE_VIEW,
+    SEED3_PRESET,
+    evaluate_seed3,
+    seed3_claim_specs,
+    seed3_conditions,
+    seed3_roofline_text,
+    seed3_section,
+)
 
 
 def specs(m: Mode):
@@ -85,18 +93,17 @@ def render(claims: list[Claim], m: Mode, cmd: str, prov: dict, wall_s: float, da
          f"* Seed 1 (multi-LoRA serving simulator): preset `{SEED1_PRESET}`: {seed1_conditions(m)}.",
          f"* Seed 2 (LoRA/KV interference benchmark): presets `kv-<model>-<workload>`: {kv_conditions(m)}.",
          f"* Seed 3 (vLLM multi-LoRA benchmark): preset `{SEED3_PRESET}`: {seed3_conditions(m)}.",
-         f"* Seed-3 claims are also evaluated in a second view, *{CAL_VIEW}*: the same design with the cost model "
-         f"fitted to the 131 real vLLM runs of shared/reference-data ({cal_text()}; docs/validation.md). "
-         f"Nothing in it is fitted to seed 3's numbers, so it is a prediction; the preset view stays the "
-         f"uncalibrated design (seed3-llama31-8b-80gb-calibrated, fitted to S3-2's three points, is not used "
-         f"here because S3-2 would then be in-sample).",
+         f"* Seed-3 claims are also evaluated in a second view, the *{ROOFLINE_VIEW}*: {seed3_roofline_text()}. It "
+         f"shows what vLLM's defaults and the fitted costs change. Neither view is fitted to seed 3's numbers "
+         f"(seed3-llama31-8b-80gb-calibrated, the roofline design fitted to S3-2's three points, is not used here "
+         f"because S3-2 would then be in-sample).",
          "* Every value is a mean with its 95% Student-t CI over replications; replication k uses seed k for every "
          "strategy and grid point (common random numbers), so differences and ratios are computed per replication "
          "(paired).", "",
          "## Verdict rule", "", RULES,
          "## Verdicts", "",
          "| claim | source | published claim | preset view | second view (seed 1: no decode; seed 3: "
-         f"{CAL_VIEW}) | with a half-budget hot set "
+         f"{ROOFLINE_VIEW}) | with a half-budget hot set "
          "(preset / no-decode) | seed's hot-set semantics: preload then LRU (preset / no-decode) |",
          "|---|---|---|---|---|---|---|"]
     for c in claims:
@@ -108,7 +115,7 @@ def render(claims: list[Claim], m: Mode, cmd: str, prov: dict, wall_s: float, da
             pv = f"{p1} / {p2}" if p1 != "-" else "n/a"
         else:
             v1, hv, pv = c.verdict("preset"), "n/a", "n/a"
-            v2 = c.verdict(CAL_VIEW) if c.source == "seed 3" and c.verdict(CAL_VIEW) != "-" else "n/a"
+            v2 = c.verdict(ROOFLINE_VIEW) if c.source == "seed 3" and c.verdict(ROOFLINE_VIEW) != "-" else "n/a"
         L.append(f"| {c.id} | {c.source} | {_md(c.text)} | **{v1}** | {v2} | {hv} | {pv} |")
     L += ["", "The *preset view* is the model as specified (for seed 1 with our pinned `hot_set`); it is the verdict "
           "we stand by. The other columns are sensitivity checks that approximate the seed's assumptions (see below).", "",
@@ -138,17 +145,19 @@ def render(claims: list[Claim], m: Mode, cmd: str, prov: dict, wall_s: float, da
           f"hot sets start preloaded. At 4 req/s naive makes {loads4:.0f} loads and {ev4:.0f} evictions per "
           f"{m.duration_s:g} s run on average: its cache ({slots} slots) "
           + ("is still filling, so most of its misses are compulsory." if ev4 < 0.1 * slots else "has filled."),
-          "* **Seed 3 is not calibrated.** The seed-3 preset's roofline service model and load path are not fitted "
-          "to this benchmark (docs/validation.md covers the fits that exist and their errors); absolute tokens/s "
-          "are off, the trends are what we check. Token throughput counts the tokens generated inside the window, "
-          "so the lock-step waves of closed-loop clients with fixed lengths do not quantise it; request "
-          "throughput, which counts completions, still moves in whole waves.",
+          "* **Seed 3's costs are transferred, not fitted to it.** The seed-3 preset takes its cost model from the fit "
+          "to the 131 real vLLM runs (vLLM ~0.8.5 on an unverified H100 64 GB; docs/validation.md) and its load "
+          "path from vLLM's measured load times; the benchmark ran on an H100 80 GB with an unstated vLLM version, so "
+          "absolute tokens/s carry that transfer's error as well as the fit's. Token throughput counts the tokens "
+          "generated inside the window, so the lock-step waves of closed-loop clients with fixed lengths do not "
+          "quantise it; request throughput, which counts completions, still moves in whole waves.",
           "* **Seed 2 leaves its setup undefined.** No GPU, memory sizes, workload definitions or fragmentation "
           "metric are given; ours are stated in the next section and in docs/model.md 3.4. Our policies follow the "
           "source's one-line descriptions (docs/model.md 6.3); how its `round_robin` kept a near-zero throughput "
           "cost with one resident adapter is not described (ours cannot batch requests for different adapters), and "
           "in our unified pool single_adapter's unused adapter budget holds KV.", ""]
     L += kv_section(kv, m)
+    L += seed3_section(data, m)
     L += ["## Claims in detail", ""]
     for c in claims:
         L += [f"### {c.id} ({c.source}): {c.text}", "",
