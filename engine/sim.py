@@ -143,7 +143,7 @@ def _build(sc: Scenario, wl: Workload):
     fp[L.FP_PARAMS] = m.n_params
     fp[L.FP_FLOPS] = g.fp16_tflops * 1e12 * sc.compute_eff
     fp[L.FP_BW] = g.hbm_gbps * 1e9 * sc.bw_eff
-    fp[L.FP_ATTN] = float(m.n_layers * m.hidden_size)
+    fp[L.FP_ATTN] = float(m.n_layers * m.n_heads * m.head_dim)  # L x attention width (= hidden_size but Gemma-2)
     fp[L.FP_KV_TOK] = kv_tok
     fp[L.FP_OVERHEAD] = sc.step_overhead_ms / 1e3
     fp[L.FP_LORA_ADAPTER] = sc.lora_ms_per_adapter / 1e3

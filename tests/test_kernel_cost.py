@@ -125,7 +125,7 @@ def _oracle_ms(sc: Scenario, prompt: int, output: int) -> tuple[float, float]:
     p = kernels.param_array()
     peak, bw = g.fp16_tflops * 1e12, g.hbm_gbps * 1e9
     lm_head = kernels.gemm_seconds(1.0, float(m.vocab_size), float(m.hidden_size), peak, bw, *p) * 1e3
-    ld = m.n_layers * m.hidden_size
+    ld = m.n_layers * m.n_heads * m.head_dim  # attention width: hidden_size for all but Gemma-2 (4096 vs 3584)
     kv = presets.kv_bytes_per_token(m)
     ab = sc.adapter_sizes()[0]  # the request's adapter (id 0; presets.adapter_bytes of its rank)
     extra = sc.step_overhead_ms + sc.lora_ms_per_adapter + sc.lora_ms_per_slot * sc.max_loras
@@ -147,6 +147,7 @@ def _oracle_ms(sc: Scenario, prompt: int, output: int) -> tuple[float, float]:
     ("default", 700, 40, dict(compute_eff=0.05, step_overhead_ms=0.0)),  # attention compute-bound
     ("vllm-llama31-8b", 200, 30, dict(drain_s=60.0)),                      # LoRA slot terms, GQA
     ("slora-a10g-s1", 300, 20, {}),
+    ("default", 900, 30, dict(model="gemma-2-9b", compute_eff=0.05)),  # n_heads x head_dim != hidden_size
 ])
 def test_one_request_tpot_and_prefill_match_the_analytic_oracle(preset, prompt, output, kw):
     sc = Scenario.from_preset(preset, cost_model="kernel", duration_s=30.0, warmup_s=0.0, **kw)
@@ -204,7 +205,7 @@ def _ref_kernel_step(x: dict, model, gpu, ce: float, be: float, params) -> float
         dense = m.n_layers * sum(_ref_gemm(tokens, n, k, peak, bw, *params) for n, k in shapes.values())
     if x["S"] > 0:
         dense += _ref_gemm(x["S"], m.vocab_size, m.hidden_size, peak, bw, *params)
-    ld = m.n_layers * m.hidden_size
+    ld = m.n_layers * m.n_heads * m.head_dim  # attention width: hidden_size for all but Gemma-2 (4096 vs 3584)
     kv = presets.kv_bytes_per_token(m)
     flops = 2 * ld * x["P2"] + 4 * ld * x["C"] + x["lf"]
     nbytes = kv * (x["C"] + x["P"] + x["D"]) + x["lb"]
