@@ -665,7 +665,7 @@ def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, ro
     """Steps in which nothing but decoding happens, without the scheduler: the same steps, times, counters and
     time series as one iteration each (IP_DECODE_RUN = 0, the reference it is tested against), bit for bit.
 
-    Called after a step.  It runs nothing unless nobody waits, every running request decodes (no prefill
+    Called at the top of an iteration.  It runs nothing unless nobody waits, every running request decodes (no prefill
     or unfinished chunk, no stall), and stops before any iteration in which something else could happen:
     an arrival, a finished load, the time limit or horizon, a request's last token, or (on-demand KV) a
     request needing a new block.  Until then the batch is fixed and each step's context grows by the
@@ -872,6 +872,13 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
         if t >= t_limit:
             phase = PH_TOP  # arrivals at or after t may not be injected yet
             break
+        # ---- a run of pure-decode steps, if nothing else can happen (here, not after the step: a fleet
+        # replica resumed mid-run goes on without a scheduler pass)
+        t_run, wq_head = _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, row, t, wq_head,
+                                     next_arr, n_known, t_limit, closed, kernel_cost, k_n, k_k, k_params)
+        if t_run != t:
+            t = t_run
+            continue
         # ---- arrivals
         if not closed:
             while next_arr < n_known and R_f[RF_ARR, next_arr] <= t:
@@ -1222,8 +1229,6 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             k += 1
         t = t_end
         S_i[SI_LASTDONE] = n_run - S_i[SI_NRUN]  # finished at t_end (preemption happens later, in scheduling)
-        t, wq_head = _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, row, t, wq_head,
-                                 next_arr, n_known, t_limit, closed, kernel_cost, k_n, k_k, k_params)
     S_f[SF_END_T] = t
     S_f[SF_T] = t
     S_i[SI_WQHEAD] = wq_head

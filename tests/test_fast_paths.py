@@ -156,3 +156,24 @@ def test_simulate_summary_refuses_what_simulate_refuses():
         simulate_summary({"strategy": "naive"})
     with pytest.raises(ValueError, match="arrival_rate_rps"):
         simulate_summary(Scenario.from_preset("default", arrival_rate_rps=-1.0))
+
+
+@pytest.mark.parametrize("router", ["least_loaded", "lora_affinity", "round_robin"])
+def test_fleet_decode_runs_equal_the_reference(monkeypatch, router):
+    """A fleet's replicas pause at every arrival and resume mid-run: the results equal step by step ones."""
+    sc = Scenario.from_preset("default", num_replicas=3, router=router, arrival_rate_rps=12.0, duration_s=40.0,
+                              warmup_s=4.0)
+    fast = sim.simulate(sc)
+    build = sim._build
+
+    def reference(*a, **k):
+        arr = build(*a, **k)
+        arr["ip"][L.IP_DECODE_RUN] = 0
+        return arr
+
+    monkeypatch.setattr(sim, "_build", reference)
+    ref = sim.simulate(sc)
+    import pandas as pd
+    pd.testing.assert_frame_equal(fast.requests, ref.requests, check_exact=True)
+    pd.testing.assert_frame_equal(fast.timeseries_by_replica, ref.timeseries_by_replica, check_exact=True)
+    _summaries_equal(fast.summary, ref.summary)
