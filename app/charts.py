@@ -982,6 +982,133 @@ def plan_frontier(table: pd.DataFrame, objective: str, cost: str = "price_usd_pe
     return alt.layer(bars, line, points, ring, labels).properties(title=title, height=height)
 
 
+#: Status of a candidate on the min_replicas chart (``plan_replicas_chart``), in legend order, with its colour
+#: (the plan chart's colours for the same statuses).
+REPLICAS_STATUS = {
+    "recommended": PLAN_STATUS["recommended"][0],
+    "tie with the best": PLAN_STATUS["tie with the best"][0],
+    "ranked lower": PLAN_STATUS["dominated"][0],
+}
+#: Fleet-cost panel of the min_replicas chart, per cost axis of the page (``PLAN_COST``'s keys): the table
+#: column, the axis title, its number format and the panel's title.
+REPLICAS_COST = {
+    "price_usd_per_hour": ("fleet_price_usd_per_hour", "Fleet price (US$/h, indicative)", "$,.2f",
+                           "The fleet's price per hour"),
+    "cost_per_mtok_usd": ("cost_per_mtok_usd", "US$ per million output tokens", "$,.3f",
+                          "The fleet's cost per million tokens"),
+}
+
+
+def _replication_values(table: pd.DataFrame, runs: pd.DataFrame | None) -> dict[int, list[float]]:
+    """Replicas each replication needed, per configuration: from ``runs`` (``plan(...).runs``: config,
+    replication, value), else from the table's ``replicas_by_replication`` ("2,3,2"; ">16" is not a count)."""
+    if runs is not None and len(runs) and {"config", "replication", "value"} <= set(runs.columns):
+        r = runs.sort_values(["config", "replication"], kind="stable")
+        return {int(c): [float(v) for v in g["value"]] for c, g in r.groupby("config", sort=False)}
+    out = {}
+    if "replicas_by_replication" not in table.columns:
+        return out
+    for c, txt in zip(table["config"], table["replicas_by_replication"].fillna("").astype(str)):
+        vals = []
+        for x in txt.split(","):
+            x = x.strip()
+            vals.append(float(x) if x.isdigit() else 0.0)
+        out[int(c)] = vals
+    return out
+
+
+def plan_replicas_frame(table: pd.DataFrame, runs: pd.DataFrame | None = None, cost: str = "price_usd_per_hour",
+                        fields: Sequence[str] | None = None) -> pd.DataFrame:
+    """The min_replicas plan per candidate that meets the SLO, in the planner's order: one row per (candidate,
+    replication).
+
+    Columns config, label, order (0 = the planner's best), status (``REPLICAS_STATUS``), replication, replicas
+    (what that replication needed), deploy (``replicas_needed_max``: the most any replication needed, the count
+    to deploy), mean (``replicas_needed``), low / high (fewest / most over the replications), cost (the fleet's,
+    ``REPLICAS_COST[cost]``), per_replication (the table's text), n (replications).  Candidates that fail the
+    SLO (none up to the search's cap in some replication) or are infeasible have no count: they are left out.
+    ``runs``: ``plan(...).runs`` for the per-replication counts (default: read from the table's text).
+    """
+    cols = ["config", "label", "order", "status", "replication", "replicas", "deploy", "mean", "low", "high",
+            "cost", "per_replication", "n"]
+    cost_col = REPLICAS_COST[cost][0]
+    if fields is None:
+        fields = [f for f in ("gpu", "max_loras", "max_cpu_loras", "strategy", "router") if f in table.columns]
+    need = {"replicas_needed", "replicas_needed_max", "meets_slo", "recommended", "tie_with_best", cost_col}
+    if not len(table) or not need <= set(table.columns):
+        return pd.DataFrame(columns=cols)
+    per = _replication_values(table, runs)
+    rows = []
+    for order, (_, r) in enumerate(table.iterrows()):
+        deploy = float(r["replicas_needed_max"])
+        if not (bool(r["meets_slo"]) and math.isfinite(deploy) and deploy > 0):
+            continue
+        vals = [v for v in per.get(int(r["config"]), []) if v > 0] or [deploy]
+        status = ("recommended" if bool(r["recommended"]) else
+                  "tie with the best" if bool(r["tie_with_best"]) else "ranked lower")
+        base = {"config": int(r["config"]), "label": plan_label(r, fields), "order": order, "status": status,
+                "deploy": deploy, "mean": float(r["replicas_needed"]), "low": min(vals), "high": max(vals),
+                "cost": float(r[cost_col]), "per_replication": str(r.get("replicas_by_replication", "")),
+                "n": len(vals)}
+        rows += [{**base, "replication": k, "replicas": v} for k, v in enumerate(vals)]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def plan_replicas_chart(table: pd.DataFrame, runs: pd.DataFrame | None = None, cost: str = "price_usd_per_hour",
+                        fields: Sequence[str] | None = None, width: int = 340, cost_width: int = 220,
+                        step: int = 26) -> alt.Chart:
+    """min_replicas: the replicas each candidate needs, and what its fleet costs, side by side.
+
+    One row per candidate that meets the SLO, in the planner's order (best on top).  Left: a bar to the count
+    to deploy (the most any replication needed), a black rule over the replications' range (fewest to most)
+    and one dot per replication; right: the fleet's US$/h or US$/Mtok (``cost``, ``REPLICAS_COST``), labelled.
+    Colours: the recommendation, its ties and the others (``REPLICAS_STATUS``).  ``runs``: ``plan(...).runs``
+    (default: the counts read from the table).  Nothing to plot gives a chart that says so.
+    """
+    _, cost_title, cost_fmt, cost_panel = REPLICAS_COST[cost]
+    title = "Replicas needed, and what the fleet costs"
+    d = _cap(plan_replicas_frame(table, runs, cost, fields))
+    if not len(d):
+        why = ("No candidate to plot." if not len(table) else
+               "No candidate meets the SLO within the replicas searched: see the reasons in the table.")
+        return _note_chart(why, title, 120)
+    one = d.drop_duplicates("config")
+    labels = list(one.sort_values("order")["label"])
+    status = [s for s in REPLICAS_STATUS if s in set(d["status"])]
+    color = alt.Color("status:N", title=None, sort=status, legend=_legend(),
+                      scale=alt.Scale(domain=status, range=[REPLICAS_STATUS[s] for s in status]))
+    y = alt.Y("label:N", title=None, sort=labels, axis=alt.Axis(labelLimit=320))
+    tooltip = [alt.Tooltip("label:N", title="Configuration"), alt.Tooltip("status:N", title="Status"),
+               alt.Tooltip("deploy:Q", title="Replicas to deploy", format=",.0f"),
+               alt.Tooltip("mean:Q", title="Replicas needed (mean)", format=",.2f"),
+               alt.Tooltip("per_replication:N", title="Per replication"),
+               alt.Tooltip("cost:Q", title=cost_title, format=cost_fmt)]
+    top = float(d["high"].max())
+    x = alt.X("deploy:Q", title="Replicas (GPUs) needed", scale=alt.Scale(domain=[0, max(top, 1.0) * 1.12]),
+              axis=alt.Axis(tickMinStep=1, format=",.0f"))
+    bars = alt.Chart(one).mark_bar(opacity=0.55, height={"band": 0.7}).encode(x=x, y=y, color=color, tooltip=tooltip)
+    spread = alt.Chart(one).mark_rule(color="#1F2330", strokeWidth=2).encode(
+        x=alt.X("low:Q", title="Replicas (GPUs) needed"), x2="high:Q", y=y, tooltip=tooltip)
+    dots = alt.Chart(d).mark_circle(size=55, color="#1F2330", opacity=0.85).encode(
+        x=alt.X("replicas:Q", title="Replicas (GPUs) needed"), y=y,
+        tooltip=[alt.Tooltip("label:N", title="Configuration"), alt.Tooltip("replication:O", title="Replication"),
+                 alt.Tooltip("replicas:Q", title="Replicas needed", format=",.0f")])
+    counts = alt.Chart(one).mark_text(align="left", dx=6, fontSize=11, color="#1F2330").encode(
+        x="high:Q", y=y, text=alt.Text("deploy:Q", format=",.0f"), tooltip=tooltip)
+    left = alt.layer(bars, spread, dots, counts).properties(width=width, height=alt.Step(step),
+                                                            title="Replicas to deploy (dots: each replication)")
+    c = one[np.isfinite(one["cost"])]
+    cmax = float(c["cost"].max()) if len(c) else 1.0
+    cx = alt.X("cost:Q", title=cost_title, axis=alt.Axis(format=cost_fmt, tickCount=4),
+               scale=alt.Scale(domain=[0, (cmax if cmax > 0 else 1.0) * 1.3]))
+    cy = alt.Y("label:N", title=None, sort=labels, axis=None)
+    cbars = alt.Chart(c).mark_bar(opacity=0.55, height={"band": 0.7}).encode(x=cx, y=cy, color=color, tooltip=tooltip)
+    ctext = alt.Chart(c).mark_text(align="left", dx=4, fontSize=11, color="#1F2330").encode(
+        x="cost:Q", y=cy, text=alt.Text("cost:Q", format=cost_fmt), tooltip=tooltip)
+    right = alt.layer(cbars, ctext).properties(width=cost_width, height=alt.Step(step), title=cost_panel)
+    return alt.hconcat(left, right, spacing=12).resolve_scale(y="shared").properties(title=title)
+
+
 # ---------------------------------------------------------------------- fleet
 #: One fixed colour per router, in ``engine.ROUTERS`` order.
 ROUTER_COLORS = ["#64748B", "#0EA5E9", "#F59E0B", "#10B981", "#8B5CF6"]

@@ -418,8 +418,9 @@ def compute(inputs: Inputs, progress: Callable[[int, int], None] | None = None) 
     res = planner.plan(base, dict(inputs.slo), {k: list(v) for k, v in inputs.grid},
                        replications=inputs.replications, objective=inputs.objective,
                        gpu_prices_usd_per_hour=dict(inputs.prices) or None, progress=progress or False)
-    out = {"table": res.table, "best": res.best, "summary": planner.plan_summary(res), "objective": res.objective,
-           "slo": dict(res.slo), "fields": list(res.grid), "scenario_json": None, "commands": [], "memory": ""}
+    out = {"table": res.table, "runs": res.runs, "best": res.best, "summary": planner.plan_summary(res),
+           "objective": res.objective, "slo": dict(res.slo), "fields": list(res.grid), "scenario_json": None,
+           "commands": [], "memory": ""}
     if res.best is not None:
         sc = res.scenario(res.best["config"])
         out["scenario_json"] = sc.to_json()
@@ -604,17 +605,26 @@ def _results(last: dict, current: Inputs | None) -> None:
 
     fleet = objective == "min_replicas"
     head, tog = st.columns([3, 1.4], vertical_alignment="bottom")
-    head.subheader("Fleet cost of serving the rate" if fleet else "Goodput against cost")
+    head.subheader("Replicas needed and what the fleet costs" if fleet else "Goodput against cost")
     axis = tog.segmented_control("Cost axis", list(charts.PLAN_COST), key=K_COST_AXIS,
                                  default="cost_per_mtok_usd" if objective == "min_cost" else "price_usd_per_hour",
                                  format_func=lambda k: "US$/h" if k == "price_usd_per_hour" else "US$/Mtok",
                                  help=("The fleet's price per hour (replicas to deploy x GPU price)" if fleet else
                                        "GPU price per hour") + ", or the cost of a million output tokens at each "
                                       "candidate's optimum.") or "price_usd_per_hour"
+    if fleet:
+        st.altair_chart(charts.unvalidated(charts.plan_replicas_chart(table, res.get("runs"), axis, fields)),
+                        width="content")
+        st.caption("One row per candidate that meets the SLO, in the planner's order (best on top). Left: the bar "
+                   "reaches the replicas to deploy (the most any replication needed), the black line spans the "
+                   "replications' range (fewest to most) and each dot is one replication (seed, seed+1, ...; common "
+                   "random numbers). Right: what that fleet costs, " + ("per hour (replicas to deploy x GPU price)."
+                   if axis == "price_usd_per_hour" else "per million output tokens at the sidebar's rate.")
+                   + " Candidates that need more replicas than the search tries are only in the table.")
     c_table, c_objective = chart_inputs(table, objective)
     st.altair_chart(charts.unvalidated(charts.plan_frontier(c_table, c_objective, axis, fields)), width="stretch")
     if fleet:
-        st.caption("Every candidate that meets the SLO serves the same rate, so the chart compares what its fleet "
+        st.caption("Every candidate that meets the SLO serves the same rate, so this chart compares what its fleet "
                    "costs: US$/h is the fleet's (replicas to deploy x GPU price), the throughput is the fleet's at "
                    "the sidebar's rate. Ringed: the recommendation (fewest replicas, then the cheaper fleet). "
                    "Candidates that need more replicas than the search tries have no fleet price: like the "

@@ -3,6 +3,7 @@ command lines, an SLO nobody meets shows the reasons, plan_ URL parameters round
 the work cap refuses big plans, and "Open on What-if" lands there with the recommended scenario."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -88,6 +89,42 @@ def test_small_plan_shows_table_recommendation_and_commands():
     # a rerun shows the same result (kept; the cache holds it for the same inputs)
     ok(at.run())
     assert table(at).equals(t)
+
+
+def _specs(at: AppTest) -> list[dict]:
+    """The Vega-Lite specs of the page's charts (AppTest lists them, it does not render them)."""
+    return [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+
+
+def _datasets(at: AppTest, i: int) -> dict[str, pd.DataFrame]:
+    """The named datasets Streamlit ships beside chart ``i``'s spec (Arrow), as DataFrames."""
+    from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+    return {d.name: convert_arrow_bytes_to_pandas_df(d.data.data) for d in at.get("vega_lite_chart")[i].proto.datasets}
+
+
+def test_min_replicas_plan_draws_the_replicas_and_fleet_cost_chart():
+    at = run(plan_page(**{**TINY, "plan_objective": "min_replicas", "plan_reps": "2"}))
+    assert not at.error, [e.value for e in at.error]
+    t = table(at)
+    assert len(t) == 2 and t["rank"].iloc[0] == "best"
+    specs = _specs(at)
+    assert len(specs) == 2  # replicas needed + fleet cost, then the fleet's throughput against its cost
+    rep = specs[0]
+    assert rep["title"] == "Replicas needed, and what the fleet costs" and len(rep["hconcat"]) == 2
+    left, right = rep["hconcat"]
+    assert right["title"] == "The fleet's price per hour"
+    assert [ly["mark"]["type"] for ly in left["layer"]] == ["bar", "rule", "circle", "text"]
+    ok_rows = t[t["replicas_needed_max"].notna()]
+    dots = _datasets(at, 0)[left["layer"][2]["data"]["name"]]  # one dot per replication
+    assert len(dots) == 2 * len(ok_rows) > 0
+    assert set(dots["label"].str.split(" · ").str[0]) == set(ok_rows["gpu"])
+    assert dots["replicas"].max() == ok_rows["replicas_needed_max"].max()
+    assert any("the bar reaches the replicas to deploy" in c.value for c in at.caption)
+    # the cost axis switches the right-hand panel to US$ per million tokens
+    at.segmented_control(key=page_plan.K_COST_AXIS).set_value("cost_per_mtok_usd")
+    ok(at.run())
+    specs = _specs(at)
+    assert len(specs) == 2 and specs[0]["hconcat"][1]["title"] == "The fleet's cost per million tokens"
 
 
 def test_unsupported_strategy_says_there_is_no_server_equivalent():

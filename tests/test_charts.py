@@ -639,3 +639,108 @@ def test_plan_frontier_from_a_real_plan():
     assert len(d) == 2 and d["recommended"].sum() == 1 and d["on_frontier"].any()
     charts.plan_frontier(res.table, res.objective).to_dict()
     charts.plan_frontier(res.table, res.objective, "cost_per_mtok_usd").to_dict()
+
+
+def _replicas_plan() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A hand-made min_replicas ``plan(...)`` (table ranked best first, runs per replication), 3 replications."""
+    rows = [  # gpu, router, per replication (0: none up to the cap), price/GPU, meets, recommended, tie, reason
+        ("h100-80gb", "least_loaded", (2, 2, 3), 3.0, True, True, False, ""),
+        ("h100-80gb", "lora_affinity", (2, 3, 2), 3.0, True, False, True, ""),
+        ("a100-80gb", "least_loaded", (4, 4, 5), 1.3, True, False, False, ""),
+        ("a10g", "least_loaded", (12, 0, 14), 1.0, False, False, False, "SLO not met with up to 16 replicas in 1 "
+                                                                        "of 3 replication(s): ..."),
+        ("rtx3090", "least_loaded", (), 0.3, False, False, False, "weights do not fit"),
+    ]
+    table, runs = [], []
+    for i, (g, r, vals, p, ok, rec, tie, why) in enumerate(rows):
+        v = np.array(vals, float)
+        good = len(v) and (v > 0).all()
+        need = float(v.mean()) if good else np.nan
+        top = float(v.max()) if good else np.nan
+        table.append({"config": i, "gpu": g, "router": r, "strategy": "vllm", "feasible": g != "rtx3090",
+                      "price_usd_per_hour": p, "replicas_needed": need, "replicas_needed_ci_low": need - 0.5,
+                      "replicas_needed_ci_high": need + 0.5, "replicas_needed_max": top,
+                      "replicas_by_replication": ",".join(str(int(x)) if x > 0 else ">16" for x in v),
+                      "fleet_price_usd_per_hour": p * top, "cost_per_mtok_usd": p * top / 10.0,
+                      "throughput_tok_s": 3800.0 if good else np.nan, "meets_slo": ok, "recommended": rec,
+                      "tie_with_best": tie, "reason": why})
+        runs += [{"config": i, "replication": k, "value": x} for k, x in enumerate(v)]
+    return pd.DataFrame(table).set_index("config", drop=False), pd.DataFrame(runs)
+
+
+def test_plan_replicas_frame_per_replication_in_the_planners_order():
+    t, runs = _replicas_plan()
+    d = charts.plan_replicas_frame(t, runs)
+    assert list(d.columns) == ["config", "label", "order", "status", "replication", "replicas", "deploy", "mean",
+                               "low", "high", "cost", "per_replication", "n"]
+    assert list(d["config"]) == [0, 0, 0, 1, 1, 1, 2, 2, 2]  # SLO-meeting candidates only, best first
+    assert list(d["label"].iloc[::3]) == ["h100-80gb · vllm · least_loaded", "h100-80gb · vllm · lora_affinity",
+                                          "a100-80gb · vllm · least_loaded"]  # the planner's fields, router last
+    assert list(d["status"].iloc[::3]) == ["recommended", "tie with the best", "ranked lower"]
+    assert list(d["replicas"]) == [2, 2, 3, 2, 3, 2, 4, 4, 5] and (d["n"] == 3).all()
+    first = d.iloc[0]
+    assert (first["deploy"], first["low"], first["high"]) == (3.0, 2.0, 3.0)
+    assert first["mean"] == pytest.approx(7 / 3) and first["per_replication"] == "2,2,3"
+    assert list(d["cost"].iloc[::3]) == [9.0, 9.0, 6.5]  # the fleet's price: replicas to deploy x GPU price
+    m = charts.plan_replicas_frame(t, runs, "cost_per_mtok_usd")
+    assert list(m["cost"].iloc[::3]) == pytest.approx([0.9, 0.9, 0.65])
+    pd.testing.assert_frame_equal(charts.plan_replicas_frame(t), d)  # without runs: read from the table's text
+    fields = charts.plan_replicas_frame(t, runs, fields=["gpu", "router"])
+    assert fields["label"].iloc[0] == "h100-80gb · least_loaded"
+
+
+def test_plan_replicas_chart_bars_spread_dots_and_the_fleet_cost_beside():
+    t, runs = _replicas_plan()
+    chart = charts.plan_replicas_chart(t, runs, fields=["gpu", "router"])
+    spec = chart.to_dict()  # validates against the Vega-Lite schema
+    assert spec["title"] == "Replicas needed, and what the fleet costs" and spec["resolve"]["scale"]["y"] == "shared"
+    left, right = spec["hconcat"]
+    bars, spread, dots, counts = left["layer"]
+    assert [bars["mark"]["type"], spread["mark"]["type"], dots["mark"]["type"], counts["mark"]["type"]] == \
+        ["bar", "rule", "circle", "text"]
+    assert bars["encoding"]["x"]["field"] == "deploy" and spread["encoding"]["x2"]["field"] == "high"
+    assert dots["encoding"]["x"]["field"] == "replicas"
+    order = ["h100-80gb · least_loaded", "h100-80gb · lora_affinity", "a100-80gb · least_loaded"]
+    assert bars["encoding"]["y"]["sort"] == order  # the planner's order, best on top
+    assert bars["encoding"]["color"]["scale"]["domain"] == ["recommended", "tie with the best", "ranked lower"]
+    assert bars["encoding"]["color"]["scale"]["range"] == [charts.PLAN_STATUS[s][0] for s in
+                                                           ("recommended", "tie with the best", "dominated")]
+    assert len(chart.hconcat[0].layer[0].data) == 3 and len(chart.hconcat[0].layer[2].data) == 9
+    cbars, ctext = right["layer"]
+    assert right["title"] == "The fleet's price per hour" and cbars["encoding"]["x"]["field"] == "cost"
+    assert cbars["encoding"]["x"]["title"].startswith("Fleet price (US$/h")
+    assert cbars["encoding"]["y"]["axis"] is None  # the labels are the left panel's
+    assert list(chart.hconcat[1].data["cost"]) == [9.0, 9.0, 6.5]  # (both layers' data, hoisted)
+    mtok = charts.plan_replicas_chart(t, runs, "cost_per_mtok_usd").to_dict()
+    assert mtok["hconcat"][1]["title"] == "The fleet's cost per million tokens"
+    assert mtok["hconcat"][1]["layer"][0]["encoding"]["x"]["title"] == "US$ per million output tokens"
+    assert charts.plan_replicas_chart(t, runs).to_dict() == charts.plan_replicas_chart(t, runs).to_dict()
+    assert charts.unvalidated(charts.plan_replicas_chart(t, runs)).to_dict() == \
+        charts.plan_replicas_chart(t, runs).to_dict()
+
+
+def test_plan_replicas_chart_with_nothing_to_plot_says_so():
+    t, runs = _replicas_plan()
+    for table, words in ((t.iloc[:0], "No candidate to plot"),
+                         (t.assign(meets_slo=False, replicas_needed_max=np.nan), "No candidate meets the SLO")):
+        assert len(charts.plan_replicas_frame(table, runs)) == 0
+        chart = charts.plan_replicas_chart(table, runs)
+        assert chart.to_dict()["mark"]["type"] == "text" and words in chart.data["note"].iloc[0]
+    assert len(charts.plan_replicas_frame(_plan_table())) == 0  # not a min_replicas table
+
+
+def test_plan_replicas_chart_from_a_real_plan():
+    """End to end on the planner's own min_replicas result: the chart builds, validates, and has one dot per
+    replication of every candidate that meets the SLO."""
+    from engine import Scenario, planner
+
+    sc = Scenario.from_preset("default", duration_s=40.0, num_adapters=50, arrival_rate_rps=40.0)
+    res = planner.plan(sc, {"ttft_p99_ms": 400.0}, {"gpu": ["a100-80gb", "h100-80gb"]}, replications=2,
+                       objective="min_replicas", workers=1)
+    d = charts.plan_replicas_frame(res.table, res.runs, fields=list(res.grid))
+    ok = res.table[res.table["meets_slo"]]
+    assert len(d) == 2 * len(ok) > 0 and d["status"].iloc[0] == "recommended"
+    assert list(d.drop_duplicates("config")["deploy"]) == list(ok["replicas_needed_max"])
+    pd.testing.assert_frame_equal(charts.plan_replicas_frame(res.table, fields=list(res.grid)), d)
+    for axis in charts.REPLICAS_COST:
+        charts.plan_replicas_chart(res.table, res.runs, axis, list(res.grid)).to_dict()

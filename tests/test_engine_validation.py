@@ -115,6 +115,27 @@ def test_cli_run_writes_files_and_json(tmp_path):
         assert (tmp_path / f).exists()
     sc = Scenario.from_json((tmp_path / "scenario.json").read_text())
     assert sc.strategy == "batch" and sc.duration_s == 20.0
+    assert not (tmp_path / "replicas.csv").exists() and not (tmp_path / "timeseries_by_replica.csv").exists()
+
+
+def test_cli_run_on_a_fleet_writes_the_per_replica_files(tmp_path, capsys):
+    from engine.cli import main
+    from engine.metrics import REPLICA_COLUMNS
+    args = ["run", "--preset", "default", "--set", "duration_s=20", "--set", "warmup_s=2", "--set", "num_replicas=3",
+            "--set", "arrival_rate_rps=30", "--set", "router=least_loaded", "--out", str(tmp_path)]
+    assert main(args) == 0
+    assert "replicas.csv, timeseries_by_replica.csv" in capsys.readouterr().out
+    res = simulate(Scenario.from_json((tmp_path / "scenario.json").read_text()))
+    reps = pd.read_csv(tmp_path / "replicas.csv")
+    assert list(reps.columns) == list(REPLICA_COLUMNS) and list(reps["replica"]) == [0, 1, 2]
+    assert reps["requests"].sum() == res.summary["requests"]
+    pd.testing.assert_frame_equal(reps, res.replicas, check_dtype=False)
+    by = pd.read_csv(tmp_path / "timeseries_by_replica.csv")
+    assert list(by.columns) == list(res.timeseries_by_replica.columns) and by.columns[0] == "replica"
+    assert sorted(by["replica"].unique()) == [0, 1, 2] and len(by) == len(res.timeseries_by_replica)
+    pd.testing.assert_frame_equal(by, res.timeseries_by_replica.reset_index(drop=True), check_dtype=False)
+    fleet = pd.read_csv(tmp_path / "timeseries.csv")
+    assert by.groupby("t_s")["queue_len"].sum().to_numpy() == pytest.approx(fleet["queue_len"].to_numpy())
 
 
 @pytest.mark.parametrize("args,field", [

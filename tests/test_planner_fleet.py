@@ -294,7 +294,7 @@ def test_plan_page_min_replicas_via_the_url():
     assert t["rank"].iloc[0] == "best" and t["value"].iloc[0] >= 1
     assert {"replicas_needed_max", "replicas_by_replication", "fleet_price_usd_per_hour"} <= set(t.columns)
     assert (t["fleet_price_usd_per_hour"] >= t["price_usd_per_hour"]).all()
-    assert len(at.get("vega_lite_chart")) == 1
+    assert len(at.get("vega_lite_chart")) == 2  # replicas needed and the fleet cost; throughput against cost
     assert any(m.label == "Replicas to deploy" for m in at.metric)
     # a bad router in the URL warns by name
     at2 = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=60)

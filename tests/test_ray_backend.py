@@ -81,6 +81,20 @@ def test_plan_on_ray_is_identical_to_processes_and_in_process(ray_local):
     pd.testing.assert_frame_equal(small_plan(workers=2, threads=True), ref)  # the older spelling still works
 
 
+def test_studies_on_ray_write_the_same_files(ray_local, tmp_path):
+    """reproduce seed3 (quick) as Ray tasks: byte-identical CSVs to a run in this process (kv-interference goes
+    through the same parallel_map: tests/test_reproduce.py compares it on threads)."""
+    from engine.studies import mode, reproduce_seed3
+
+    def csvs(d: Path) -> dict[str, bytes]:
+        return {str(f.relative_to(d)): f.read_bytes() for f in sorted(d.rglob("*.csv"))}
+
+    for name, kw in (("ref", {"workers": 1}), ("ray", {"workers": 2, "backend": "ray"})):
+        reproduce_seed3(tmp_path / name / "seed3", mode(True), progress=False, **kw)
+    ref = csvs(tmp_path / "ref")
+    assert len(ref) >= 6 and csvs(tmp_path / "ray") == ref
+
+
 def test_ray_reused_not_shut_down(ray_local):
     """A Ray initialised elsewhere is used as it is and left running (the CLI's clean-up included)."""
     from engine.sweep import shutdown_ray
@@ -138,9 +152,12 @@ def test_missing_ray_is_a_clear_error(monkeypatch, tmp_path, capsys):
         plan(plan_base(), SLO, PLAN_GRID, replications=2, backend="ray")
     from engine.cli import main
     for cmd in ([*CLI_SWEEP, "--backend", "ray", "--out", str(tmp_path)],
-                ["plan", "--preset", "default", "--slo", "ttft_p99_ms=400", "--ray-address", "auto"]):
+                ["plan", "--preset", "default", "--slo", "ttft_p99_ms=400", "--ray-address", "auto"],
+                ["reproduce", "seed3", "--quick", "--backend", "ray", "--out", str(tmp_path / "seed3")],
+                ["findings", "--quick", "--backend", "ray", "--out", str(tmp_path / "f.md")]):
         assert main(cmd) == 2
         err = capsys.readouterr().err
         assert err == ("error: backend 'ray': the package 'ray' is not installed; install it with: "
                        "pip install \"ray[default]\"\n"), err
-    assert not (tmp_path / "sweep.csv").exists()
+    assert not (tmp_path / "sweep.csv").exists() and not (tmp_path / "f.md").exists()
+    assert not (tmp_path / "seed3" / "results").exists()

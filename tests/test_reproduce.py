@@ -223,6 +223,43 @@ def test_cli_errors_exit_2_with_one_line(args, needle, capsys, tmp_path):
     assert not out.exists()  # nothing written on bad input
 
 
+@pytest.mark.parametrize("cmd", [["reproduce", "seed3", "--quick", "--out", "OUT"], ["findings", "--quick", "--out",
+                                                                                     "OUT/f.md"]])
+def test_cli_backend_errors_exit_2_with_one_line(cmd, capsys, tmp_path):
+    out = tmp_path / "out"
+    args = [a.replace("OUT", str(out)) for a in cmd]
+    code, err = _main_exit([*args, "--backend", "process", "--ray-address", "auto"], capsys)
+    assert code == 2 and err == "error: --ray-address: given with --backend process; allowed: only with --backend ray\n"
+    code, err = _main_exit([*args, "--backend", "dask"], capsys)
+    assert code == 2 and "argument --backend: invalid choice: 'dask'" in err and err.count("\n") == 1, err
+    assert not out.exists()
+
+
+def _csvs(d: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(d)): f.read_bytes() for f in sorted(d.rglob("*.csv"))}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["seed3", "kv-interference"])
+def test_reproduce_quick_same_files_under_every_backend(which, tmp_path, capsys):
+    """In this process (the quick default), on 2 threads and (seed 3) on 2 processes: byte-identical CSVs.
+    (kv-interference and the findings go through the same engine.sweep.parallel_map; CI time is kept short.)"""
+    from engine.cli import main
+    runs = {"default": [], "thread": ["--backend", "thread", "--workers", "2"]}
+    if which == "seed3":
+        runs["process"] = ["--backend", "process", "--workers", "2"]
+    files = {}
+    for name, extra in runs.items():
+        assert main(["reproduce", which, "--quick", "--out", str(tmp_path / name), *extra]) == 0
+        files[name] = _csvs(tmp_path / name)
+    capsys.readouterr()
+    assert len(files["default"]) >= 4
+    assert all(f == files["default"] for f in files.values())
+    if which == "seed3":
+        txt = (tmp_path / "thread" / "results" / "summary.txt").read_text()
+        assert "reproduce seed3 --quick --out" in txt and "--workers 2 --backend thread" in txt
+
+
 def test_cli_error_in_a_real_process():
     p = run_cli("reproduce", "seed2", "--out", "never-created", timeout=120)
     assert p.returncode == 2

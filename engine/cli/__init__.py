@@ -50,6 +50,9 @@ def cmd_run(a) -> int:
         import pandas as pd
         pd.DataFrame([{"strategy": sc.strategy, **res.summary}]).to_csv(out / "summary.csv", index=False)
         (out / "scenario.json").write_text(sc.to_json())
+        if sc.num_replicas > 1:  # a fleet: one row per replica, and the time series of each replica
+            res.replicas.to_csv(out / "replicas.csv", index=False)
+            res.timeseries_by_replica.to_csv(out / "timeseries_by_replica.csv", index=False)
     if a.json:
         print(json.dumps(jsonable(res.summary), allow_nan=False))
     else:
@@ -60,7 +63,8 @@ def cmd_run(a) -> int:
                   "slo_attainment"):
             print(f"  {k:>20} = {s[k]:.4g}")
         if a.out:
-            print(f"  wrote {a.out}/requests.csv, timeseries.csv, events.csv, summary.csv, scenario.json")
+            fleet = ", replicas.csv, timeseries_by_replica.csv" if sc.num_replicas > 1 else ""
+            print(f"  wrote {a.out}/requests.csv, timeseries.csv, events.csv, summary.csv, scenario.json{fleet}")
     return 0
 
 
@@ -96,7 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--strategy", help="scheduling strategy")
     r.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a scenario field (repeatable)")
     r.add_argument("--trace", help="replay a trace CSV: arrival_s, adapter_id, prompt_tokens, output_tokens")
-    r.add_argument("--out", help="directory for requests.csv, timeseries.csv, events.csv, summary.csv, scenario.json")
+    r.add_argument("--out", help="directory for requests.csv, timeseries.csv, events.csv, summary.csv, scenario.json; "
+                                 "a fleet (num_replicas > 1) adds replicas.csv (one row per replica) and "
+                                 "timeseries_by_replica.csv (the time series of each replica)")
     r.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     r.set_defaults(func=cmd_run)
     w = sub.add_parser("warmup", help="compile and cache the jitted engine")

@@ -45,11 +45,14 @@ def mode(quick: bool, replications: int | None = None) -> Mode:
 
 
 # ---------------------------------------------------------------------------- running
-def run_specs(specs, m: Mode, workers: int | None, progress) -> dict[str, pd.DataFrame]:
+def run_specs(specs, m: Mode, workers: int | None, progress, backend: str | None = None,
+              ray_address: str | None = None) -> dict[str, pd.DataFrame]:
     """Run ``[(experiment id, (base, grid, strategies))]`` in one pool: {id: runs}; the runs of specs that share
-    an id are concatenated in spec order (a sweep whose fields move together: one spec per value)."""
+    an id are concatenated in spec order (a sweep whose fields move together: one spec per value).
+    ``backend`` / ``ray_address``: where the runs go (``engine.sweep.parallel_map``: ``"process"`` by default,
+    ``"thread"`` or ``"ray"``); the same runs whatever the backend."""
     dfs = run_sweeps([s for _, s in specs], m.replications, workers=workers, progress=progress,
-                     desc="simulations")
+                     desc="simulations", backend=backend, ray_address=ray_address)
     out: dict[str, list[pd.DataFrame]] = {}
     for (eid, _), df in zip(specs, dfs):
         out.setdefault(eid, []).append(df)

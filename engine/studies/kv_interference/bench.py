@@ -3,11 +3,12 @@
 ``run_kv_interference(out_dir, quick)`` writes ``summary.csv`` (one row per model x workload x
 policy with means and 95% CIs over replications, and the deltas against ``single_adapter`` on the
 same stream), ``replications.csv`` (one row per run), ``timeseries.csv`` and ``events.csv``
-(replication 0) and three kinds of plot per workload.
+(replication 0) and three kinds of plot per workload.  The runs go through
+``engine.sweep.parallel_map`` (``workers``, ``backend``, ``ray_address``; default: one after the
+other in this process); the files are the same whatever the backend or the number of workers.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ import pandas as pd
 from ...metrics import mean_ci
 from ...scenario import Scenario
 from ...sim import simulate
+from ...sweep import parallel_map
 
 MODELS = ("qwen2-0.5b", "qwen2-1.5b")
 WORKLOADS = ("heavy", "heavy_mixed")
@@ -25,42 +27,41 @@ METRICS = ("avg_frag", "throughput_req_s", "throughput_tok_s", "swap_events", "c
            "rejections", "ttft_p50_ms", "gpu_busy_frac")
 
 
-def _progress(total: int, enabled: bool):
-    if not enabled:
-        return None
-    try:
-        from tqdm import tqdm
-        return tqdm(total=total, file=sys.stderr, desc="kv-interference", unit="run")
-    except ImportError:  # pragma: no cover
-        return None
+def _bench_run(task: tuple[dict, Scenario]) -> tuple[dict, pd.DataFrame | None, pd.DataFrame | None]:
+    """One run: its row, and for replication 0 its time series and events (labelled with the run)."""
+    meta, sc = task
+    r = simulate(sc)
+    row = {**meta, "seed": sc.seed, **{x: r.summary[x] for x in METRICS}}
+    if meta["replication"] != 0:
+        return row, None, None
+    label = {k: meta[k] for k in ("model", "workload", "policy")}
+    return row, r.timeseries.assign(**label), r.events.assign(**label)
 
 
 def run_kv_interference(out_dir, quick: bool = False, replications: int | None = None,
-                        progress: bool = True) -> pd.DataFrame:
+                        progress: bool = True, workers: int | None = 1, backend: str | None = None,
+                        ray_address: str | None = None) -> pd.DataFrame:
+    """``workers``: 1 (default) runs in this process; None, one per core; ``backend`` / ``ray_address``:
+    where the runs go (``engine.sweep.parallel_map``; default: processes)."""
     out = Path(out_dir)
     (out / "plots").mkdir(parents=True, exist_ok=True)
     reps = replications or (2 if quick else 5)
     if not (isinstance(reps, int) and 1 <= reps <= 100):
         raise ValueError(f"replications: invalid value {reps!r}; allowed: an integer in [1, 100]")
     over = {"duration_s": 15.0, "warmup_s": 2.0} if quick else {}
-    runs, ts_rows, ev_rows = [], [], []
-    bar = _progress(len(MODELS) * len(WORKLOADS) * len(POLICIES) * reps, progress)
+    tasks = []
     for m in MODELS:
         for w in WORKLOADS:
             base = Scenario.from_preset(f"kv-{m}-{w}", **over)
             for p in POLICIES:
                 for k in range(reps):
-                    sc = base.replace(strategy=p, seed=base.seed + k)
-                    r = simulate(sc)
-                    runs.append({"model": m, "workload": w, "policy": p, "replication": k, "seed": sc.seed,
-                                 **{x: r.summary[x] for x in METRICS}})
-                    if k == 0:
-                        ts_rows.append(r.timeseries.assign(model=m, workload=w, policy=p))
-                        ev_rows.append(r.events.assign(model=m, workload=w, policy=p))
-                    if bar is not None:
-                        bar.update(1)
-    if bar is not None:
-        bar.close()
+                    tasks.append(({"model": m, "workload": w, "policy": p, "replication": k},
+                                  base.replace(strategy=p, seed=base.seed + k)))
+    done = parallel_map(_bench_run, tasks, workers=workers, progress=progress, desc="kv-interference",
+                        backend=backend, ray_address=ray_address)
+    runs = [row for row, _, _ in done]
+    ts_rows = [ts for _, ts, _ in done if ts is not None]
+    ev_rows = [ev for _, _, ev in done if ev is not None]
     df = pd.DataFrame(runs)
     # paired deltas against single_adapter on the same stream (same seed)
     base = df[df.policy == "single_adapter"].set_index(["model", "workload", "replication"])

@@ -7,9 +7,6 @@ free), replication k with seed base + k everywhere (common random numbers): one 
 """
 from __future__ import annotations
 
-import multiprocessing as mp
-from concurrent.futures import ProcessPoolExecutor, as_completed
-
 import numpy as np
 import pandas as pd
 
@@ -18,7 +15,7 @@ from ... import presets
 from ... import sim as S
 from ...scenario import Scenario
 from ...sim import simulate
-from ...sweep import _progress_fn, cpu_count
+from ...sweep import parallel_map
 from ...workload import generate
 from ..common import Mode, ci_of
 from .bench import MODELS, POLICIES, WORKLOADS
@@ -103,39 +100,17 @@ def _kv_one(meta: dict, sc: Scenario, free_reads: bool) -> dict:
     return row
 
 
-def _kv_chunk(tasks) -> list[dict]:
-    return [_kv_one(*t) for t in tasks]
+def _kv_task(task: tuple[dict, Scenario, bool]) -> dict:
+    return _kv_one(*task)
 
 
-def kv_collect(m: Mode, workers=None, progress=False) -> pd.DataFrame:
-    """Run every KV task (process pool like engine.sweep: spawn, interleaved chunks); one row per run."""
-    tasks = kv_tasks(m)
-    n = len(tasks)
-    workers = workers or cpu_count()
-    workers = max(1, min(workers, n - 1)) if n > 1 else 1
-    update, close = _progress_fn(progress, n, "kv-interference")
-    rows: list = [None] * n
-    try:
-        rows[0] = _kv_one(*tasks[0])  # compiles / loads the jitted loop once
-        done = 1
-        update(done)
-        if workers == 1:
-            for i in range(1, n):
-                rows[i] = _kv_one(*tasks[i])
-                update(i + 1)
-        else:
-            rest = list(range(1, n))
-            n_chunks = min(len(rest), workers * 8)
-            chunks = [rest[c::n_chunks] for c in range(n_chunks)]
-            with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as ex:
-                futs = {ex.submit(_kv_chunk, [tasks[i] for i in idx]): idx for idx in chunks}
-                for f in as_completed(futs):
-                    for i, row in zip(futs[f], f.result()):
-                        rows[i] = row
-                    done += len(futs[f])
-                    update(done)
-    finally:
-        close()
+def kv_collect(m: Mode, workers=None, progress=False, backend: str | None = None,
+               ray_address: str | None = None) -> pd.DataFrame:
+    """Run every KV task; one row per run, in task order.  ``engine.sweep.parallel_map``: ``backend``
+    ``"process"`` (default: a spawn pool, interleaved chunks), ``"thread"`` or ``"ray"`` (with
+    ``ray_address``), the first task in this process; the same rows whatever the backend or workers."""
+    rows = parallel_map(_kv_task, kv_tasks(m), workers=workers, progress=progress, desc="kv-interference",
+                        backend=backend, ray_address=ray_address)
     return pd.DataFrame(rows)
 
 

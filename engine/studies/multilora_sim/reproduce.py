@@ -245,9 +245,12 @@ def seed1_summary_text(data: dict[str, pd.DataFrame], m: Mode, cmd: str, prov: d
     return "\n".join(L) + "\n"
 
 
-def reproduce_seed1(out: Path, m: Mode, workers: int | None = None, progress=False, cmd: str = "") -> dict:
+def reproduce_seed1(out: Path, m: Mode, workers: int | None = None, progress=False, cmd: str = "",
+                    backend: str | None = None, ray_address: str | None = None) -> dict:
+    """``backend`` / ``ray_address``: where the simulations run (``run_specs``; default: processes); the files
+    are the same whatever the backend."""
     specs = seed1_specs(m, extra_views={"arrival": ("no_decode",), "output_len": ("no_decode",)})
-    data = run_specs(specs, m, workers, progress)
+    data = run_specs(specs, m, workers, progress, backend=backend, ray_address=ray_address)
     (out / "results").mkdir(parents=True, exist_ok=True)
     (out / "plots").mkdir(parents=True, exist_ok=True)
     rows, runs = [], []

@@ -348,9 +348,12 @@ def seed3_summary_text(data, m: Mode, cmd: str, prov: dict, comp: pd.DataFrame, 
     return "\n".join(L) + "\n"
 
 
-def reproduce_seed3(out: Path, m: Mode, workers: int | None = None, progress=False, cmd: str = "") -> dict:
+def reproduce_seed3(out: Path, m: Mode, workers: int | None = None, progress=False, cmd: str = "",
+                    backend: str | None = None, ray_address: str | None = None) -> dict:
+    """``backend`` / ``ray_address``: where the simulations run (``run_specs``; default: processes); the files
+    are the same whatever the backend."""
     specs = seed3_specs(m)
-    data = run_specs(specs, m, workers, progress)
+    data = run_specs(specs, m, workers, progress, backend=backend, ray_address=ray_address)
     res, plots = out / "results", out / "plots"
     res.mkdir(parents=True, exist_ok=True)
     plots.mkdir(parents=True, exist_ok=True)
