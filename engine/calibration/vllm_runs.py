@@ -115,6 +115,9 @@ def vllm_metrics_factory(window_s: float, real_window_s: float = 3600.0, offered
         return {"request_throughput": thr, "output_throughput": out_thr, "mean_ttft_ms": mean_ttft,
                 "median_ttft_ms": float(np.median(ttft)) if len(ttft) else math.nan,
                 "mean_tpot_ms": float(tpot.mean()) if len(tpot) else math.nan,
+                # tails: reported per split, not fitted (the simulated window's own percentiles)
+                "p99_ttft_ms": float(np.percentile(ttft, 99)) if len(ttft) else math.nan,
+                "p99_tpot_ms": float(np.percentile(tpot, 99)) if len(tpot) else math.nan,
                 "overloaded": float(overloaded)}
     return fn
 
@@ -166,7 +169,9 @@ def vllm_cases(path=None, duration_s: float = 3600.0, warmup_s: float = 0.0, row
                 "output_throughput": float(r["output_token_throughput_tok_per_s"]),
                 "mean_ttft_ms": float(r["mean_ttft_ms"]),
                 "median_ttft_ms": float(r["median_ttft_ms"]),
-                "mean_tpot_ms": float(r["mean_tpot_ms"])}
+                "mean_tpot_ms": float(r["mean_tpot_ms"]),
+                "p99_ttft_ms": float(r["p99_ttft_ms"]),
+                "p99_tpot_ms": float(r["p99_tpot_ms"])}
         stable = float(r["request_throughput_req_per_s"]) >= 0.95 * offered
         fitm = ("request_throughput", "mean_tpot_ms", "mean_ttft_ms")
         name = f"loras={ml} cpu={int(r['max_cpu_loras'])} rank<={mlr} rate={offered:g}"
