@@ -10,6 +10,8 @@ where N = parameters, P = prefill tokens, D = decoding requests, C = their total
 context, L d = layers x hidden size, W = weight bytes, slots = max_loras (vLLM's LoRA
 kernels are launched over every slot, so their cost grows with tokens x slots).
 Fixed mode: t = prefill_s_per_token * P + decode_s_per_step * [D > 0] + the same overheads.
+The loop passes lora_flops / lora_bytes at each adapter's size, or padded to the step's or the configured largest
+adapter (Scenario.lora_rank_padding, docs/model.md 5.5): (P + D) x padded bytes and distinct x padded bytes.
 
 Kernel cost model (``cost_model = "kernel"``, docs/model.md 5.4; ``kernel_step_seconds``): the dense
 projections and the LM head come from the per-operator kernel model (engine/kernels.py) at the spec

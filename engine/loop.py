@@ -29,16 +29,19 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
  IP_CONTIG, IP_ARENA, IP_MEAN_BLOCKS, IP_FASTSKIP, IP_ONDEMAND, IP_BLOCK_TOK, IP_MAX_INSYS,
  IP_CHUNKED,  # chunked prefill (vLLM V1): decode tokens count against the budget, long prompts are split
  IP_DECODE_RUN,  # advance runs of pure-decode steps in _decode_run (0: one iteration per step, the reference)
- IP_LEN) = range(33)
+ IP_LORA_PAD,  # LoRA rank padding (LORA_PAD_*; Scenario.lora_rank_padding, docs/model.md 5.5)
+ IP_LEN) = range(34)
 # ---- float parameters (fp)
 (FP_DURATION, FP_HORIZON, FP_WINDOW, FP_MAX_WAIT, FP_PCIE_BPS, FP_DISK_BPS, FP_LOAD_LAT,
  FP_DISK_LAT, FP_ADAPTER_CAP, FP_POOL, FP_BLOCK_BYTES, FP_WEIGHT_BYTES, FP_PARAMS, FP_FLOPS,
  FP_BW, FP_ATTN, FP_KV_TOK, FP_OVERHEAD, FP_LORA_ADAPTER, FP_LORA_SLOT, FP_PREFILL_TOK,
  FP_DECODE_STEP, FP_BUCKET, FP_WARMUP, FP_LORA_TOKSLOT,
+ # lora_rank_padding "max_rank": the bytes of the largest adapter configured (every request's LoRA cost pads to it)
+ FP_LORA_PAD_BYTES,
  # cost_model "kernel" (docs/model.md 5.4): on/off, layers, the spec sheet's peak FLOP/s and HBM bytes/s (no
  # compute_eff / bw_eff), vocabulary and hidden size (the LM head), then FP_KPARAMS: kernels.param_array()
  # (len(PARAM_NAMES) slots) and FP_DENSE_N / FP_DENSE_K: kernels.dense_dims(model, 1) (len(DENSE_OPS) slots each)
- FP_KERNEL, FP_N_LAYERS, FP_PEAK_FLOPS, FP_PEAK_BW, FP_VOCAB, FP_HIDDEN, FP_KPARAMS) = range(32)
+ FP_KERNEL, FP_N_LAYERS, FP_PEAK_FLOPS, FP_PEAK_BW, FP_VOCAB, FP_HIDDEN, FP_KPARAMS) = range(33)
 FP_DENSE_N = FP_KPARAMS + len(PARAM_NAMES)
 FP_DENSE_K = FP_DENSE_N + len(DENSE_OPS)
 FP_LEN = FP_DENSE_K + len(DENSE_OPS)
@@ -78,6 +81,9 @@ AF_READY, AF_LOADSTART, AF_GOLDEST, AF_LEN = range(4)
 # ---- how a call of run_loop ended: not started yet, paused before an iteration at t >= the limit,
 # paused idle (its next known event is after the limit), finished
 PH_FRESH, PH_TOP, PH_IDLE, PH_DONE = 0, 1, 2, 3
+# ---- LoRA rank padding (IP_LORA_PAD): each request's own adapter; the largest adapter in the step's batch;
+# the largest adapter configured (FP_LORA_PAD_BYTES)
+LORA_PAD_NONE, LORA_PAD_BATCH_MAX, LORA_PAD_MAX_RANK = 0, 1, 2
 # ---- request status
 ST_FUTURE, ST_WAITING, ST_RUNNING, ST_DONE, ST_DROPPED = 0, 1, 2, 3, 4
 # ---- adapter GPU state
@@ -660,6 +666,29 @@ def _schedule_running(ip, R_i, S_i, running):
 
 
 @njit(cache=True, nogil=True)
+def _pad_bytes(lora_pad, fp, R_i, A_i, running, n_run):
+    """The adapter size every request of the batch ``running[:n_run]`` is charged at with ``lora_rank_padding`` on:
+    the largest in the batch ("batch_max": a pass over the batch, made only then), or the largest configured."""
+    if lora_pad != LORA_PAD_BATCH_MAX:
+        return fp[FP_LORA_PAD_BYTES]
+    a_max = 0.0
+    for k in range(n_run):
+        ab = float(A_i[AI_BYTES, R_i[RI_ADAPTER, running[k]]])
+        if ab > a_max:
+            a_max = ab
+    return a_max
+
+
+@njit(cache=True, nogil=True)
+def _padded_lora(tokens, distinct, pad_bytes):
+    """(LoRA FLOPs, LoRA bytes) of a step with ``lora_rank_padding`` on (docs/model.md 5.5): every one of its
+    ``tokens`` (prefill + decode) runs its LoRA matmuls at the padded adapter size ``pad_bytes`` (2 FLOP per
+    parameter = its bytes at 2 bytes/parameter, as the unpadded sum), and each of its ``distinct`` adapters is read
+    at that size."""
+    return tokens * pad_bytes, distinct * pad_bytes
+
+
+@njit(cache=True, nogil=True)
 def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, row, t, wq_head, next_arr, n_known,
                 t_limit, closed, kernel_cost, k_n, k_k, k_params):
     """Steps in which nothing but decoding happens, without the scheduler: the same steps, times, counters and
@@ -725,6 +754,9 @@ def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, ro
     n_dec = float(n_run)
     lora_bytes = S_f[SF_LORA_BYTES]
     distinct = float(S_i[SI_NDISTINCT])
+    lora_pad = ip[IP_LORA_PAD]
+    if lora_pad != LORA_PAD_NONE:  # as the step-by-step path: n_dec decode tokens at the padded size (fixed batch)
+        lora_flops, lora_bytes = _padded_lora(n_dec, distinct, _pad_bytes(lora_pad, fp, R_i, A_i, running, n_run))
     slots = float(ip[IP_PAD_SLOTS])
     t_next = t_limit  # the first moment the scheduler has something to do
     if not closed and next_arr < n_known and R_f[RF_ARR, next_arr] < t_next:
@@ -841,6 +873,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
     W = fp[FP_WINDOW]
     row = np.zeros(TS_LEN, np.float64)  # one time-series row, reused every step
     chunked = ip[IP_CHUNKED] != 0
+    lora_pad = ip[IP_LORA_PAD]
     kernel_cost = fp[FP_KERNEL] != 0.0 and ip[IP_FIXED] == 0
     k_params = fp[FP_KPARAMS:FP_DENSE_N]  # views of fp for the kernel cost model
     k_n = fp[FP_DENSE_N:FP_DENSE_K]
@@ -1139,6 +1172,9 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 ctx += float(R_i[RI_PROMPT, rr] + g)
                 lora_flops += ab
         lora_bytes = S_f[SF_LORA_BYTES]  # bytes of the distinct adapters in the batch
+        if lora_pad != LORA_PAD_NONE:  # every token's LoRA matmuls at the padded adapter size (docs/model.md 5.5)
+            lora_flops, lora_bytes = _padded_lora(p_tokens + float(n_dec), float(S_i[SI_NDISTINCT]),
+                                                  _pad_bytes(lora_pad, fp, R_i, A_i, running, n_run))
         if kernel_cost:
             dt = kernel_step_seconds(p_tokens, attn_prefill, float(n_dec), float(n_sample + n_dec), ctx, lora_flops,
                                      lora_bytes, float(S_i[SI_NDISTINCT]), float(ip[IP_PAD_SLOTS]), fp[FP_FLOPS],

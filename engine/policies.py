@@ -42,6 +42,11 @@ class Policy:
     max_resident: int = 0            # cap on resident adapters (0: memory / max_loras only)
     single_adapter: bool = False     # map all traffic onto adapter 0 (baseline)
     chunked_prefill: bool = False    # the server's default for Scenario.chunked_prefill "auto" (vLLM V1: on)
+    #: the default for Scenario.lora_rank_padding "auto" (docs/model.md 5.5): "none" for every strategy, so every
+    #: result (and the calibrated vLLM fit, made at "none") stays as it was; vLLM's kernels behave as "max_rank"
+    #: (stacked LoRA buffers at --max-lora-rank) and Punica's SGMV takes one rank per batch ("batch_max" when
+    #: ranks mix), S-LoRA's MBGMV and LoRAX run each adapter at its own rank ("none")
+    lora_rank_padding: str = "none"
     #: "policy" (a contender), "bound" (an offline optimum: reported, never a winner) or "baseline"
     #: (a reference point, e.g. a single adapter: reported, never a winner).  Read by engine.rank's callers.
     role: str = "policy"

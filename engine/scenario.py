@@ -34,6 +34,7 @@ ENUMS: dict[str, tuple[str, ...]] = {
     "target_modules": tuple(presets.TARGET_MODULES),
     "router": tuple(ROUTERS),
     "chunked_prefill": ("auto", "on", "off"),
+    "lora_rank_padding": ("auto", "none", "batch_max", "max_rank"),
 }
 
 #: Hard cap on the requests one simulation may generate (open loop: rate x duration).
@@ -137,6 +138,7 @@ class Scenario:
     lora_ms_per_adapter: float = 0.0      # per distinct adapter in the batch (kernel overhead; fitted by calibration)
     lora_ms_per_slot: float = 0.0         # per reserved adapter slot (vLLM pads to max_loras)
     lora_us_per_token_slot: float = 0.0   # per batch token per reserved slot (LoRA kernels launched over max_loras)
+    lora_rank_padding: str = "auto"       # LoRA cost at each adapter's rank ("none"), the step's largest ("batch_max"), the largest configured ("max_rank"); "auto": the strategy's (docs/model.md 5.5)
     # fleet (docs/model.md, "Fleet"): identical GPUs, each a full server of this scenario
     num_replicas: int = 1                 # 1 = one GPU (the single-GPU loop, unchanged)
     router: str = "round_robin"           # which replica an arriving request goes to (engine.routers.ROUTERS)
@@ -256,6 +258,14 @@ class Scenario:
             pol = STRATEGIES.get(self.strategy)
             return bool(pol is not None and pol.chunked_prefill)
         return self.chunked_prefill == "on"
+
+    def lora_rank_padding_mode(self) -> str:
+        """The LoRA rank padding that runs (``lora_rank_padding``; "auto": the strategy's default, "none" for every
+        strategy: docs/model.md 5.5)."""
+        if self.lora_rank_padding == "auto":
+            pol = STRATEGIES.get(self.strategy)
+            return pol.lora_rank_padding if pol is not None else "none"
+        return self.lora_rank_padding
 
     def max_adapter_bytes(self) -> int:
         rs = set(self.adapter_ranks) or {self.adapter_rank}

@@ -25,6 +25,8 @@ EVENT_NAMES = np.array(["swap", "evict", "compact", "reject"])
 _TIER_DTYPE = pd.CategoricalDtype(list(TIER_NAMES))
 _EVENT_DTYPE = pd.CategoricalDtype(list(EVENT_NAMES))
 MAX_EVENTS = 2_000_000
+#: Scenario.lora_rank_padding (resolved: ``Scenario.lora_rank_padding_mode``) -> the loop's IP_LORA_PAD code.
+LORA_PAD_CODES = {"none": L.LORA_PAD_NONE, "batch_max": L.LORA_PAD_BATCH_MAX, "max_rank": L.LORA_PAD_MAX_RANK}
 
 
 @dataclass
@@ -122,6 +124,7 @@ def _build(sc: Scenario, wl: Workload):
     ip[L.IP_FASTSKIP] = 1  # 0 scans the whole queue (the reference the fast path is tested against)
     ip[L.IP_CHUNKED] = int(sc.chunked_prefill_on())
     ip[L.IP_DECODE_RUN] = 1  # 0 runs every decode step through the scheduler (the reference, tested equal)
+    ip[L.IP_LORA_PAD] = LORA_PAD_CODES[sc.lora_rank_padding_mode()]
     ip[L.IP_CONTIG] = int(contiguous)
     ip[L.IP_ARENA] = arena
     ip[L.IP_MEAN_BLOCKS] = max(1, int(round(float(np.mean(
@@ -149,6 +152,7 @@ def _build(sc: Scenario, wl: Workload):
     fp[L.FP_LORA_ADAPTER] = sc.lora_ms_per_adapter / 1e3
     fp[L.FP_LORA_SLOT] = sc.lora_ms_per_slot / 1e3
     fp[L.FP_LORA_TOKSLOT] = sc.lora_us_per_token_slot / 1e6
+    fp[L.FP_LORA_PAD_BYTES] = float(sizes.max()) if len(sizes) else 0.0  # the largest adapter configured
     fp[L.FP_PREFILL_TOK] = sc.prefill_ms_per_token / 1e3
     fp[L.FP_DECODE_STEP] = sc.decode_ms_per_token / 1e3
     fp[L.FP_BUCKET] = bucket
@@ -436,6 +440,7 @@ def _counters(sc: Scenario, arr) -> dict:
         "prefill_chunks_total": int(S_i[L.SI_PFCHUNKS]),  # (request, step) prefill pieces: > admissions if chunked
         "peak_step_tokens": int(S_i[L.SI_PEAKTOK]),       # most prefill + decode tokens in one step
         "chunked_prefill_on": bool(arr["ip"][L.IP_CHUNKED]),  # (the field says "auto"; this is what ran)
+        "lora_rank_padding": sc.lora_rank_padding_mode(),  # (likewise: "auto" resolved by the strategy)
         "dropped_total": int(S_i[L.SI_DROPS]),
         "compacted_bytes": float(S_f[L.SF_COMPACT_BYTES]),
         "pcie_busy_frac": float(S_f[L.SF_PCIE_BUSY] / (sc.duration_s - sc.warmup_s)),

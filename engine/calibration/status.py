@@ -15,10 +15,11 @@ from ..scenario import Scenario
 
 #: The cost-model parameters a calibration fits (engine/calibration/fitting.py FIT_BOUNDS and
 #: the vLLM runs' extra ones), with the cost model and the scheduling they were fitted under
-#: (service_mode, cost_model, chunked_prefill); a scenario that changes any of them is no longer the
-#: calibrated one.
-FITTED_FIELDS = ("service_mode", "cost_model", "chunked_prefill", "compute_eff", "bw_eff", "step_overhead_ms",
-                 "lora_ms_per_adapter", "lora_ms_per_slot", "lora_us_per_token_slot", "frontend_ms", "max_in_system")
+#: (service_mode, cost_model, chunked_prefill, lora_rank_padding); a scenario that changes any of them is no
+#: longer the calibrated one.
+FITTED_FIELDS = ("service_mode", "cost_model", "chunked_prefill", "lora_rank_padding", "compute_eff", "bw_eff",
+                 "step_overhead_ms", "lora_ms_per_adapter", "lora_ms_per_slot", "lora_us_per_token_slot", "frontend_ms",
+                 "max_in_system")
 
 
 @dataclass(frozen=True)
