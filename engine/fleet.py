@@ -11,7 +11,10 @@ single-GPU array and viewed as one, so the same compiled ``run_loop`` serves bot
 router (``routers.route``) for a replica, which sees every replica's state at that instant, and
 injects the request into it; after the last arrival it runs every replica to the end.  A request
 is routed once, at arrival (no migration).  Replicas that cannot change state before the arrival
-(busy in a step that ends after it, or idle with their next event after it) are not called.
+(busy in a step that ends after it, or idle with their next event after it) are not called, nor are those
+paused inside a run of decode steps whose outstanding requests and residency cannot change before a
+known time (``SF_QUIET``, set by the loop): such a replica is advanced only when a request is routed to
+it or that time has passed, and its run resumes exactly where it would have been.
 
 ``run`` is the Python side: it lays the arrays out from the single-GPU builder's template, draws
 the static routes, grows a replica's block when a state-reading router sends it more requests than
@@ -66,6 +69,8 @@ def run_fleet(code, slack, routes, start, arr_t, arr_a, arr_p, arr_o, arr_b, own
                 continue  # in a step (or at an iteration) at or after t: nothing happens before t
             if ph == L.PH_IDLE and t < S_f[k, L.SF_WAKE]:
                 continue  # idle, and its next known event is after t
+            if ph == L.PH_TOP and t < S_f[k, L.SF_QUIET]:
+                continue  # inside a decode run: nothing the router reads changes before SF_QUIET
             S_f[k, L.SF_TLIMIT] = t
             _advance(k, off, cap, eoff, ecap, ip, fp, Ri, Rf, A_i, A_f, al, S_i, S_f, wq, running, new_list,
                      res_list, heap_t, heap_a, g_list, g_key, ts, evt, evi, fl)
@@ -74,6 +79,12 @@ def run_fleet(code, slack, routes, start, arr_t, arr_a, arr_p, arr_o, arr_b, own
         m = S_i[k, L.SI_NKNOWN]
         if m >= cap[k]:
             return i, k
+        if S_i[k, L.SI_PHASE] == L.PH_TOP and S_f[k, L.SF_T] < t:
+            # a quiet replica left behind: bring it to t before the request joins it (its run resumes exactly)
+            S_f[k, L.SF_TLIMIT] = t
+            _advance(k, off, cap, eoff, ecap, ip, fp, Ri, Rf, A_i, A_f, al, S_i, S_f, wq, running, new_list,
+                     res_list, heap_t, heap_a, g_list, g_key, ts, evt, evi, fl)
+        S_f[k, L.SF_QUIET] = -1.0  # a request joins: its next iteration schedules
         o = off[k]
         c = cap[k]
         bi = o * L.RI_LEN

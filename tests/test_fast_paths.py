@@ -177,3 +177,28 @@ def test_fleet_decode_runs_equal_the_reference(monkeypatch, router):
     pd.testing.assert_frame_equal(fast.requests, ref.requests, check_exact=True)
     pd.testing.assert_frame_equal(fast.timeseries_by_replica, ref.timeseries_by_replica, check_exact=True)
     _summaries_equal(fast.summary, ref.summary)
+
+
+@pytest.mark.parametrize("router,kw", [("least_loaded", {}), ("lora_affinity", {}),
+                                       ("least_loaded", dict(strategy="slora", load_mode="async")),
+                                       ("lora_affinity", dict(kv_reservation="on_demand", strategy="vllm"))])
+def test_quiet_replicas_equal_advancing_every_replica(monkeypatch, router, kw):
+    """A fleet skips replicas paused inside a decode run until they could change (SF_QUIET): the same
+    results as advancing every replica to every arrival (IP_QUIET = 0)."""
+    sc = Scenario.from_preset("default", num_replicas=4, router=router, arrival_rate_rps=10.0, duration_s=40.0,
+                              warmup_s=4.0, **kw)
+    fast = sim.simulate(sc)
+    build = sim._build
+
+    def reference(*a, **k):
+        arr = build(*a, **k)
+        arr["ip"][L.IP_QUIET] = 0
+        return arr
+
+    monkeypatch.setattr(sim, "_build", reference)
+    ref = sim.simulate(sc)
+    import pandas as pd
+    pd.testing.assert_frame_equal(fast.requests, ref.requests, check_exact=True)
+    pd.testing.assert_frame_equal(fast.timeseries_by_replica, ref.timeseries_by_replica, check_exact=True)
+    pd.testing.assert_frame_equal(fast.events, ref.events, check_exact=True)
+    _summaries_equal(fast.summary, ref.summary)
