@@ -441,7 +441,7 @@ def _counters(sc: Scenario, arr) -> dict:
         "prefill_chunks_total": int(S_i[L.SI_PFCHUNKS]),  # (request, step) prefill pieces: > admissions if chunked
         "peak_step_tokens": int(S_i[L.SI_PEAKTOK]),       # most prefill + decode tokens in one step
         "chunked_prefill_on": bool(arr["ip"][L.IP_CHUNKED]),  # (the field says "auto"; this is what ran)
-        "lora_rank_padding": sc.lora_rank_padding_mode(),  # (likewise: "auto" resolved by the strategy)
+        "lora_rank_padding_mode": sc.lora_rank_padding_mode(),  # (likewise: "auto" resolved by the strategy)
         "dropped_total": int(S_i[L.SI_DROPS]),
         "compacted_bytes": float(S_f[L.SF_COMPACT_BYTES]),
         "pcie_busy_frac": float(S_f[L.SF_PCIE_BUSY] / (sc.duration_s - sc.warmup_s)),

@@ -48,7 +48,7 @@ def _results_equal(a: S.SimResult, b: S.SimResult) -> None:
     pd.testing.assert_frame_equal(a.events, b.events, check_exact=True)
     assert a.summary.keys() == b.summary.keys()
     for k, v in a.summary.items():
-        if k != "lora_rank_padding":
+        if k != "lora_rank_padding_mode":
             w = b.summary[k]
             assert v == w or (isinstance(v, float) and math.isnan(v) and math.isnan(w)), (k, v, w)
 
@@ -63,8 +63,8 @@ def test_auto_is_none_for_every_strategy():
         for m in MODES:
             assert Scenario(strategy=name, lora_rank_padding=m).lora_rank_padding_mode() == m
     sc = Scenario.from_preset("default", strategy="vllm", duration_s=10.0, warmup_s=1.0)
-    assert simulate(sc).summary["lora_rank_padding"] == "none"
-    assert simulate(sc.replace(lora_rank_padding="batch_max")).summary["lora_rank_padding"] == "batch_max"
+    assert simulate(sc).summary["lora_rank_padding_mode"] == "none"
+    assert simulate(sc.replace(lora_rank_padding="batch_max")).summary["lora_rank_padding_mode"] == "batch_max"
     d = sc.to_dict()
     del d["lora_rank_padding"]  # a scenario.json written before the field existed
     assert Scenario.from_dict(d).lora_rank_padding == "auto"
