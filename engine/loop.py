@@ -693,6 +693,47 @@ def _padded_lora(tokens, distinct, pad_bytes):
 
 
 @njit(cache=True, nogil=True)
+def _step_dt(ip, fp, kernel_cost, k_n, k_k, k_params, p_tokens, attn_prefill, n_dec, n_sample, ctx, lora_flops,
+             lora_bytes, distinct):
+    """Seconds of one step: the roofline (or fixed) step cost, or the kernel model's (cost_model "kernel");
+    ``n_sample``: prefills that end in the step (their sequences sample a token, as every decode does)."""
+    if kernel_cost:
+        return kernel_step_seconds(p_tokens, attn_prefill, n_dec, n_sample + n_dec, ctx, lora_flops, lora_bytes,
+                                   distinct, float(ip[IP_PAD_SLOTS]), fp[FP_FLOPS], fp[FP_BW], fp[FP_ATTN],
+                                   fp[FP_KV_TOK], fp[FP_OVERHEAD], fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT],
+                                   fp[FP_LORA_TOKSLOT], fp[FP_N_LAYERS], k_n, k_k, k_params, fp[FP_PEAK_FLOPS],
+                                   fp[FP_PEAK_BW], fp[FP_VOCAB], fp[FP_HIDDEN])
+    return step_seconds(ip[IP_FIXED] != 0, p_tokens, attn_prefill, n_dec, ctx, lora_flops, lora_bytes, distinct,
+                        float(ip[IP_PAD_SLOTS]), fp[FP_PARAMS], fp[FP_WEIGHT_BYTES], fp[FP_FLOPS], fp[FP_BW],
+                        fp[FP_ATTN], fp[FP_KV_TOK], fp[FP_OVERHEAD], fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT],
+                        fp[FP_PREFILL_TOK], fp[FP_DECODE_STEP], fp[FP_LORA_TOKSLOT])
+
+
+@njit(cache=True, nogil=True)
+def _fill_row(ip, fp, R_i, S_i, S_f, wq, wq_head, fl, row, waiting, n_run):
+    """Write one step's time-series row (queue, batch, residency, KV, fragmentation, async loads) into
+    ``row``; returns the fragmentation it holds."""
+    kv_bytes = S_i[SI_KV_BLOCKS] * fp[FP_BLOCK_BYTES]
+    if ip[IP_UNIFIED]:
+        kv_frac = kv_bytes / (fp[FP_POOL] - S_f[SF_ADAPTER_BYTES]) if fp[FP_POOL] > S_f[SF_ADAPTER_BYTES] else 1.0
+    else:
+        kv_frac = S_i[SI_KV_BLOCKS] / ip[IP_KV_BLOCKS]
+    frag = _frag_now(ip, R_i, wq, wq_head, S_i[SI_WQTAIL], fl, S_i)
+    row[:] = 0.0
+    row[TS_QUEUE] = waiting
+    row[TS_BATCH] = n_run
+    row[TS_IN_SYSTEM] = waiting + n_run
+    row[TS_RESIDENT] = S_i[SI_NRES] - S_i[SI_NLOADING]
+    row[TS_KV_FRAC] = kv_frac
+    row[TS_KV_BYTES] = kv_bytes
+    row[TS_ADAPTER_BYTES] = S_f[SF_ADAPTER_BYTES]
+    row[TS_FRAG] = frag
+    if ip[IP_ASYNC]:
+        row[TS_LOADS] = S_i[SI_NLOADING]
+    return frag
+
+
+@njit(cache=True, nogil=True)
 def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, row, t, wq_head, next_arr, n_known,
                 t_limit, closed, kernel_cost, k_n, k_k, k_params):
     """Steps in which nothing but decoding happens, without the scheduler: the same steps, times, counters and
@@ -735,22 +776,7 @@ def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, ro
     # the scheduler would find nobody waiting: its scan start ends at the queue's tail
     wq_head = S_i[SI_WQTAIL]
     # a constant batch: one time-series row for every step of the run
-    kv_bytes = S_i[SI_KV_BLOCKS] * fp[FP_BLOCK_BYTES]
-    if ip[IP_UNIFIED]:
-        kv_frac = kv_bytes / (fp[FP_POOL] - S_f[SF_ADAPTER_BYTES]) if fp[FP_POOL] > S_f[SF_ADAPTER_BYTES] else 1.0
-    else:
-        kv_frac = S_i[SI_KV_BLOCKS] / ip[IP_KV_BLOCKS]
-    frag = _frag_now(ip, R_i, wq, wq_head, S_i[SI_WQTAIL], fl, S_i)
-    row[:] = 0.0
-    row[TS_BATCH] = n_run
-    row[TS_IN_SYSTEM] = n_run
-    row[TS_RESIDENT] = S_i[SI_NRES] - S_i[SI_NLOADING]
-    row[TS_KV_FRAC] = kv_frac
-    row[TS_KV_BYTES] = kv_bytes
-    row[TS_ADAPTER_BYTES] = S_f[SF_ADAPTER_BYTES]
-    row[TS_FRAG] = frag
-    if ip[IP_ASYNC]:
-        row[TS_LOADS] = S_i[SI_NLOADING]
+    frag = _fill_row(ip, fp, R_i, S_i, S_f, wq, wq_head, fl, row, 0, n_run)
     bucket = fp[FP_BUCKET]
     nb = ip[IP_NBUCKETS]
     warm = fp[FP_WARMUP]
@@ -761,7 +787,6 @@ def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, ro
     lora_pad = ip[IP_LORA_PAD]
     if lora_pad != LORA_PAD_NONE:  # as the step-by-step path: n_dec decode tokens at the padded size (fixed batch)
         lora_flops, lora_bytes = _padded_lora(n_dec, distinct, _pad_bytes(lora_pad, fp, R_i, A_i, running, n_run))
-    slots = float(ip[IP_PAD_SLOTS])
     t_next = t_limit  # the first moment the scheduler has something to do
     if not closed and next_arr < n_known and R_f[RF_ARR, next_arr] < t_next:
         t_next = R_f[RF_ARR, next_arr]
@@ -770,17 +795,8 @@ def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, ro
     j = 0
     while j < j_max and t < t_next and t <= fp[FP_HORIZON]:
         ctx = ctx0 + float(j * n_run)
-        if kernel_cost:
-            dt = kernel_step_seconds(0.0, 0.0, n_dec, n_dec, ctx, lora_flops, lora_bytes, distinct, slots,
-                                     fp[FP_FLOPS], fp[FP_BW], fp[FP_ATTN], fp[FP_KV_TOK], fp[FP_OVERHEAD],
-                                     fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT], fp[FP_LORA_TOKSLOT], fp[FP_N_LAYERS],
-                                     k_n, k_k, k_params, fp[FP_PEAK_FLOPS], fp[FP_PEAK_BW], fp[FP_VOCAB],
-                                     fp[FP_HIDDEN])
-        else:
-            dt = step_seconds(ip[IP_FIXED] != 0, 0.0, 0.0, n_dec, ctx, lora_flops, lora_bytes, distinct, slots,
-                              fp[FP_PARAMS], fp[FP_WEIGHT_BYTES], fp[FP_FLOPS], fp[FP_BW], fp[FP_ATTN],
-                              fp[FP_KV_TOK], fp[FP_OVERHEAD], fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT],
-                              fp[FP_PREFILL_TOK], fp[FP_DECODE_STEP], fp[FP_LORA_TOKSLOT])
+        dt = _step_dt(ip, fp, kernel_cost, k_n, k_k, k_params, 0.0, 0.0, n_dec, 0.0, ctx, lora_flops,
+                      lora_bytes, distinct)
         t_end = t + dt
         S_i[SI_STEPS] += 1
         if n_run > S_i[SI_PEAKTOK]:
@@ -809,17 +825,8 @@ def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, ro
         jv = j
         while jv < j_max and jv - j < 256 and q < h and q <= fp[FP_HORIZON]:
             ctx = ctx0 + float(jv * n_run)
-            if kernel_cost:
-                dt = kernel_step_seconds(0.0, 0.0, n_dec, n_dec, ctx, lora_flops, lora_bytes, distinct, slots,
-                                         fp[FP_FLOPS], fp[FP_BW], fp[FP_ATTN], fp[FP_KV_TOK], fp[FP_OVERHEAD],
-                                         fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT], fp[FP_LORA_TOKSLOT],
-                                         fp[FP_N_LAYERS], k_n, k_k, k_params, fp[FP_PEAK_FLOPS], fp[FP_PEAK_BW],
-                                         fp[FP_VOCAB], fp[FP_HIDDEN])
-            else:
-                dt = step_seconds(ip[IP_FIXED] != 0, 0.0, 0.0, n_dec, ctx, lora_flops, lora_bytes, distinct, slots,
-                                  fp[FP_PARAMS], fp[FP_WEIGHT_BYTES], fp[FP_FLOPS], fp[FP_BW], fp[FP_ATTN],
-                                  fp[FP_KV_TOK], fp[FP_OVERHEAD], fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT],
-                                  fp[FP_PREFILL_TOK], fp[FP_DECODE_STEP], fp[FP_LORA_TOKSLOT])
+            dt = _step_dt(ip, fp, kernel_cost, k_n, k_k, k_params, 0.0, 0.0, n_dec, 0.0, ctx, lora_flops,
+                          lora_bytes, distinct)
             q += dt
             jv += 1
         S_f[SF_QUIET] = q if q < h else h
@@ -1203,18 +1210,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
         if lora_pad != LORA_PAD_NONE:  # every token's LoRA matmuls at the padded adapter size (docs/model.md 5.5)
             lora_flops, lora_bytes = _padded_lora(p_tokens + float(n_dec), float(S_i[SI_NDISTINCT]),
                                                   _pad_bytes(lora_pad, fp, R_i, A_i, running, n_run))
-        if kernel_cost:
-            dt = kernel_step_seconds(p_tokens, attn_prefill, float(n_dec), float(n_sample + n_dec), ctx, lora_flops,
-                                     lora_bytes, float(S_i[SI_NDISTINCT]), float(ip[IP_PAD_SLOTS]), fp[FP_FLOPS],
-                                     fp[FP_BW], fp[FP_ATTN], fp[FP_KV_TOK], fp[FP_OVERHEAD], fp[FP_LORA_ADAPTER],
-                                     fp[FP_LORA_SLOT], fp[FP_LORA_TOKSLOT], fp[FP_N_LAYERS], k_n, k_k, k_params,
-                                     fp[FP_PEAK_FLOPS], fp[FP_PEAK_BW], fp[FP_VOCAB], fp[FP_HIDDEN])
-        else:
-            dt = step_seconds(ip[IP_FIXED] != 0, p_tokens, attn_prefill, float(n_dec), ctx, lora_flops, lora_bytes,
-                              float(S_i[SI_NDISTINCT]), float(ip[IP_PAD_SLOTS]), fp[FP_PARAMS], fp[FP_WEIGHT_BYTES],
-                              fp[FP_FLOPS], fp[FP_BW], fp[FP_ATTN], fp[FP_KV_TOK], fp[FP_OVERHEAD],
-                              fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT], fp[FP_PREFILL_TOK], fp[FP_DECODE_STEP],
-                              fp[FP_LORA_TOKSLOT])
+        dt = _step_dt(ip, fp, kernel_cost, k_n, k_k, k_params, p_tokens, attn_prefill, float(n_dec), float(n_sample),
+                      ctx, lora_flops, lora_bytes, float(S_i[SI_NDISTINCT]))
         t_end = start + dt
         S_i[SI_STEPS] += 1
         S_i[SI_PFTOKENS] += pf_int
@@ -1226,23 +1223,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
         if hi > lo:
             S_f[SF_BUSY] += hi - lo
         # time series over [t, start) (sync load stall) and [start, t_end)
-        kv_bytes = S_i[SI_KV_BLOCKS] * fp[FP_BLOCK_BYTES]
-        if ip[IP_UNIFIED]:
-            kv_frac = kv_bytes / (fp[FP_POOL] - S_f[SF_ADAPTER_BYTES]) if fp[FP_POOL] > S_f[SF_ADAPTER_BYTES] else 1.0
-        else:
-            kv_frac = S_i[SI_KV_BLOCKS] / ip[IP_KV_BLOCKS]
-        frag = _frag_now(ip, R_i, wq, wq_head, S_i[SI_WQTAIL], fl, S_i)
-        row[:] = 0.0
-        row[TS_QUEUE] = waiting
-        row[TS_BATCH] = n_run
-        row[TS_IN_SYSTEM] = waiting + n_run
-        row[TS_RESIDENT] = S_i[SI_NRES] - S_i[SI_NLOADING]
-        row[TS_KV_FRAC] = kv_frac
-        row[TS_KV_BYTES] = kv_bytes
-        row[TS_ADAPTER_BYTES] = S_f[SF_ADAPTER_BYTES]
-        row[TS_FRAG] = frag
-        if async_mode:
-            row[TS_LOADS] = S_i[SI_NLOADING]
+        frag = _fill_row(ip, fp, R_i, S_i, S_f, wq, wq_head, fl, row, waiting, n_run)
         accum_row(ts, bucket, nb, t, t_end, row)
         accum(ts, bucket, nb, start, t_end, np.int64(TS_BUSY), 1.0)
         _window_add(S_f, SF_FRAG_INT, t, t_end, fp[FP_WARMUP], fp[FP_DURATION], frag)
