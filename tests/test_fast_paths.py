@@ -158,25 +158,32 @@ def test_simulate_summary_refuses_what_simulate_refuses():
         simulate_summary(Scenario.from_preset("default", arrival_rate_rps=-1.0))
 
 
-@pytest.mark.parametrize("router", ["least_loaded", "lora_affinity", "round_robin"])
-def test_fleet_decode_runs_equal_the_reference(monkeypatch, router):
-    """A fleet's replicas pause at every arrival and resume mid-run: the results equal step by step ones."""
-    sc = Scenario.from_preset("default", num_replicas=3, router=router, arrival_rate_rps=12.0, duration_s=40.0,
-                              warmup_s=4.0)
+def _fleet_equals_reference(monkeypatch, sc: Scenario, flag: int) -> None:
+    """The fleet run of ``sc`` equals, frame for frame and bit for bit, the run with the loop flag ``flag`` set
+    to 0 in every replica (its reference)."""
+    import pandas as pd
     fast = sim.simulate(sc)
     build = sim._build
 
     def reference(*a, **k):
         arr = build(*a, **k)
-        arr["ip"][L.IP_DECODE_RUN] = 0
+        arr["ip"][flag] = 0
         return arr
 
     monkeypatch.setattr(sim, "_build", reference)
     ref = sim.simulate(sc)
-    import pandas as pd
     pd.testing.assert_frame_equal(fast.requests, ref.requests, check_exact=True)
     pd.testing.assert_frame_equal(fast.timeseries_by_replica, ref.timeseries_by_replica, check_exact=True)
+    pd.testing.assert_frame_equal(fast.events, ref.events, check_exact=True)
     _summaries_equal(fast.summary, ref.summary)
+
+
+@pytest.mark.parametrize("router", ["least_loaded", "lora_affinity", "round_robin"])
+def test_fleet_decode_runs_equal_the_reference(monkeypatch, router):
+    """A fleet's replicas pause at every arrival and resume mid-run: the results equal step by step ones."""
+    sc = Scenario.from_preset("default", num_replicas=3, router=router, arrival_rate_rps=12.0, duration_s=40.0,
+                              warmup_s=4.0)
+    _fleet_equals_reference(monkeypatch, sc, L.IP_DECODE_RUN)
 
 
 @pytest.mark.parametrize("router,kw", [("least_loaded", {}), ("lora_affinity", {}),
@@ -187,18 +194,4 @@ def test_quiet_replicas_equal_advancing_every_replica(monkeypatch, router, kw):
     results as advancing every replica to every arrival (IP_QUIET = 0)."""
     sc = Scenario.from_preset("default", num_replicas=4, router=router, arrival_rate_rps=10.0, duration_s=40.0,
                               warmup_s=4.0, **kw)
-    fast = sim.simulate(sc)
-    build = sim._build
-
-    def reference(*a, **k):
-        arr = build(*a, **k)
-        arr["ip"][L.IP_QUIET] = 0
-        return arr
-
-    monkeypatch.setattr(sim, "_build", reference)
-    ref = sim.simulate(sc)
-    import pandas as pd
-    pd.testing.assert_frame_equal(fast.requests, ref.requests, check_exact=True)
-    pd.testing.assert_frame_equal(fast.timeseries_by_replica, ref.timeseries_by_replica, check_exact=True)
-    pd.testing.assert_frame_equal(fast.events, ref.events, check_exact=True)
-    _summaries_equal(fast.summary, ref.summary)
+    _fleet_equals_reference(monkeypatch, sc, L.IP_QUIET)
