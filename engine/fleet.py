@@ -6,15 +6,20 @@ axis (``A_i[k]`` is replica k's adapter table); the per-request arrays are ragge
 each with replica k's block at ``off[k]`` (``cap[k]`` requests; a block is laid out exactly as the
 single-GPU array and viewed as one, so the same compiled ``run_loop`` serves both).
 
-``run_fleet`` takes the arrivals in time order: it advances every replica to the arrival time
-(``run_loop`` with a time limit: each replica stops before any iteration at or after it), asks the
-router (``routers.route``) for a replica, which sees every replica's state at that instant, and
-injects the request into it; after the last arrival it runs every replica to the end.  A request
-is routed once, at arrival (no migration).  Replicas that cannot change state before the arrival
-(busy in a step that ends after it, or idle with their next event after it) are not called, nor are those
-paused inside a run of decode steps whose outstanding requests and residency cannot change before a
-known time (``SF_QUIET``, set by the loop): such a replica is advanced only when a request is routed to
-it or that time has passed, and its run resumes exactly where it would have been.
+``run_fleet`` takes the arrivals in time order: it brings the replicas to the arrival time (``run_loop``
+with a time limit: a replica stops before any iteration at or after it), asks the router (``routers.route``)
+for a replica, which sees every replica's state at that instant, and injects the request into it; after the
+last arrival it runs every replica to the end.  A request is routed once, at arrival (no migration).
+
+A replica is advanced only when what the router reads of it could have changed (docs/model.md 12): its
+outstanding count falls only when a request finishes, which takes at least (tokens it still needs) x (the
+shortest possible step, ``min_step_seconds``) from the replica's next iteration (``_bounds``), and its adapter
+residency changes only in a scheduling pass with requests waiting or by evicting an adapter nobody uses
+(``_holds_known``, checked for lora_affinity's candidates only); a replica inside a run of decode steps also
+reports the exact end of its quiet spell (``SF_QUIET``, set by the loop).  Until then it is left behind, and
+a request routed to it joins it there: its run does not depend on when its arrivals are injected, as long as
+each is known before the replica reaches it (what ``run_static`` relies on too).  Bit-identical to advancing
+every replica to every arrival (IP_QUIET = 0; tests/test_fast_paths.py).
 
 ``run`` is the Python side: it lays the arrays out from the single-GPU builder's template, draws
 the static routes, grows a replica's block when a state-reading router sends it more requests than
@@ -27,9 +32,11 @@ import math
 import numpy as np
 from numba import njit
 
+from . import kernels
 from . import loop as L
+from .costs import step_seconds
 from .policies import EVICT_BELADY, STRATEGIES
-from .routers import ROUTERS, route, static_routes
+from .routers import ROUTER_LORA_AFFINITY, ROUTERS, least_loaded, route, static_routes
 from .workload import Workload
 
 #: Arrays with one row per replica (``np.stack`` of the template), in run_loop's argument order.
@@ -52,38 +59,134 @@ def _advance(k, off, cap, eoff, ecap, ip, fp, Ri, Rf, A_i, A_f, al, S_i, S_f, wq
 
 
 @njit(cache=True, nogil=True)
-def run_fleet(code, slack, routes, start, arr_t, arr_a, arr_p, arr_o, arr_b, owner, lidx, load,
+def _bounds(k, off, cap, ip, Ri, Rf, S_i, S_f, wq, running, dt_min, qc, qr):
+    """Lower bounds, from replica k's paused state and its known requests, on the first instant at which
+    its outstanding count (``qc[k]``) and its adapter residency (``qr[k]``) can change.
+
+    Outstanding falls only when a request finishes (or, with max_in_system, is dropped at ingestion): request r
+    needs output - generated more steps, each at least ``dt_min`` long, from the replica's next iteration
+    (or from its arrival, not ingested yet).  Residency (absent or not) changes only in a scheduling pass with
+    requests waiting (loads, evictions, prefetch), or, on-demand KV in unified memory, when KV growth evicts."""
+    o = off[k]
+    c = cap[k]
+    bi = o * L.RI_LEN
+    bf = o * L.RF_LEN
+    t0 = S_f[k, L.SF_T]
+    if S_i[k, L.SI_PHASE] == L.PH_DONE:
+        qc[k] = L._INF
+        qr[k] = L._INF
+        return
+    rem = 1 << 62
+    for j in range(S_i[k, L.SI_NRUN]):
+        r = running[k, j]
+        d = Ri[bi + L.RI_OUTPUT * c + r] - Ri[bi + L.RI_GEN * c + r]
+        if d < rem:
+            rem = d
+    nw = S_i[k, L.SI_NWAIT]
+    if nw > 0:
+        found = 0
+        h = S_i[k, L.SI_WQHEAD]
+        tail = S_i[k, L.SI_WQTAIL]
+        while h < tail and found < nw and found < 64:
+            r = wq[o + h]
+            h += 1
+            if Ri[bi + L.RI_STATUS * c + r] != L.ST_WAITING:
+                continue
+            found += 1
+            d = Ri[bi + L.RI_OUTPUT * c + r] - Ri[bi + L.RI_GEN * c + r]
+            if d < rem:
+                rem = d
+        if found < nw:
+            rem = 1  # (not all seen: the least a request can still need)
+    q = t0 + rem * dt_min if rem < (1 << 62) else L._INF
+    qres = t0 if nw > 0 or (ip[k, L.IP_UNIFIED] and ip[k, L.IP_ONDEMAND] and S_i[k, L.SI_NRUN] > 0) else L._INF
+    for r in range(S_i[k, L.SI_NEXTARR], S_i[k, L.SI_NKNOWN]):
+        ta = Rf[bf + L.RF_ARR * c + r]
+        if ta < qres:
+            qres = ta
+        d = ta if ip[k, L.IP_MAX_INSYS] > 0 else ta + Ri[bi + L.RI_OUTPUT * c + r] * dt_min
+        if d < q:
+            q = d
+    qc[k] = q
+    qr[k] = qres
+
+
+@njit(cache=True, nogil=True)
+def _current(k, t, S_i, S_f):
+    """Whether replica k's state is its state at t (no iteration of it starts before t)."""
+    ph = S_i[k, L.SI_PHASE]
+    return (ph == L.PH_DONE or (ph == L.PH_TOP and t <= S_f[k, L.SF_T])
+            or (ph == L.PH_IDLE and t < S_f[k, L.SF_WAKE]))
+
+
+@njit(cache=True, nogil=True)
+def _holds_known(k, a, t, off, cap, ip, Ri, S_i, S_f, A_i, qc, qr):
+    """Whether replica k holds adapter a (resident or loading) at t exactly as its state says now.
+
+    True when the state is current or its residency cannot change before t (``qr``); else an absent adapter
+    stays absent unless a request for it waits or arrives (only they load it), and a held one stays held
+    while a running request uses it (pick_victim never evicts an adapter in use), i.e. until a request
+    finishes (``qc``) or, with on-demand KV, one is preempted."""
+    if t < qr[k] or _current(k, t, S_i, S_f):
+        return True
+    if A_i[k, L.AI_STATE, a] == L.AS_ABSENT:
+        if A_i[k, L.AI_WAIT, a] != 0:
+            return False
+        o = off[k]
+        c = cap[k]
+        for r in range(S_i[k, L.SI_NEXTARR], S_i[k, L.SI_NKNOWN]):
+            if Ri[o * L.RI_LEN + L.RI_ADAPTER * c + r] == a:
+                return False
+        return True
+    return A_i[k, L.AI_REF, a] > 0 and t < qc[k] and ip[k, L.IP_ONDEMAND] == 0
+
+
+@njit(cache=True, nogil=True)
+def run_fleet(code, slack, routes, start, arr_t, arr_a, arr_p, arr_o, arr_b, owner, lidx, load, dt_min, qc, qr,
               off, cap, eoff, ecap, ip, fp, Ri, Rf, A_i, A_f, al, S_i, S_f, wq, running, new_list, res_list,
               heap_t, heap_a, g_list, g_key, ts, evt, evi, fl):
     """Route and inject arrivals ``start``, ``start + 1``, ... in time order, then finish every replica.
+
+    A replica is advanced to an arrival only if what the router reads of it (its outstanding count; with
+    lora_affinity, its residency too) could have changed by then (``_bounds``, or SF_QUIET from a decode run);
+    otherwise it stays behind, and a request routed to it joins it there (its run does not depend on when its
+    arrivals are injected, as long as each is known before the replica reaches it).  ``qc`` / ``qr``: the
+    bounds per replica (-1: unknown).
 
     Returns (n, -1) when done, or (i, k) when arrival i is routed to replica k and k's block is full
     (the caller grows it and calls again from i: nothing has changed since the routing decision)."""
     nr = ip.shape[0]
     n = arr_t.shape[0]
+    affinity = code == ROUTER_LORA_AFFINITY
     for i in range(start, n):
         t = arr_t[i]
         for k in range(nr):
-            ph = S_i[k, L.SI_PHASE]
-            if ph == L.PH_TOP and t <= S_f[k, L.SF_T]:
-                continue  # in a step (or at an iteration) at or after t: nothing happens before t
-            if ph == L.PH_IDLE and t < S_f[k, L.SF_WAKE]:
-                continue  # idle, and its next known event is after t
-            if ph == L.PH_TOP and t < S_f[k, L.SF_QUIET]:
-                continue  # inside a decode run: nothing the router reads changes before SF_QUIET
+            if _current(k, t, S_i, S_f):
+                continue  # in a step (or at an iteration) at or after t, or idle until after t: nothing happens
+            if ip[k, L.IP_QUIET]:
+                q = qc[k]  # (lora_affinity: residency is checked below, for the candidates only)
+                if S_f[k, L.SF_QUIET] > q:
+                    q = S_f[k, L.SF_QUIET]  # inside a decode run: nothing the router reads changes before SF_QUIET
+                if t < q:
+                    continue
             S_f[k, L.SF_TLIMIT] = t
             _advance(k, off, cap, eoff, ecap, ip, fp, Ri, Rf, A_i, A_f, al, S_i, S_f, wq, running, new_list,
                      res_list, heap_t, heap_a, g_list, g_key, ts, evt, evi, fl)
+            _bounds(k, off, cap, ip, Ri, Rf, S_i, S_f, wq, running, dt_min, qc, qr)
         a = arr_a[i]
+        if affinity:
+            # the candidates (within slack of the least loaded) whose residency of a may differ from their state now
+            bound = load[least_loaded(S_i, S_f, t, load)] + slack
+            for k in range(nr):
+                if load[k] <= bound and not _holds_known(k, a, t, off, cap, ip, Ri, S_i, S_f, A_i, qc, qr):
+                    S_f[k, L.SF_TLIMIT] = t
+                    _advance(k, off, cap, eoff, ecap, ip, fp, Ri, Rf, A_i, A_f, al, S_i, S_f, wq, running, new_list,
+                             res_list, heap_t, heap_a, g_list, g_key, ts, evt, evi, fl)
+                    _bounds(k, off, cap, ip, Ri, Rf, S_i, S_f, wq, running, dt_min, qc, qr)
         k = route(code, slack, i, a, routes, S_i, S_f, A_i, t, load)
         m = S_i[k, L.SI_NKNOWN]
         if m >= cap[k]:
             return i, k
-        if S_i[k, L.SI_PHASE] == L.PH_TOP and S_f[k, L.SF_T] < t:
-            # a quiet replica left behind: bring it to t before the request joins it (its run resumes exactly)
-            S_f[k, L.SF_TLIMIT] = t
-            _advance(k, off, cap, eoff, ecap, ip, fp, Ri, Rf, A_i, A_f, al, S_i, S_f, wq, running, new_list,
-                     res_list, heap_t, heap_a, g_list, g_key, ts, evt, evi, fl)
         S_f[k, L.SF_QUIET] = -1.0  # a request joins: its next iteration schedules
         o = off[k]
         c = cap[k]
@@ -99,11 +202,40 @@ def run_fleet(code, slack, routes, start, arr_t, arr_a, arr_p, arr_o, arr_b, own
         lidx[i] = m
         if S_i[k, L.SI_PHASE] == L.PH_IDLE and t < S_f[k, L.SF_WAKE]:
             S_f[k, L.SF_WAKE] = t
+        if t < qr[k]:
+            qr[k] = t
+        d = t if ip[k, L.IP_MAX_INSYS] > 0 else t + arr_o[i] * dt_min
+        if d < qc[k]:
+            qc[k] = d
     for k in range(nr):
         S_f[k, L.SF_TLIMIT] = L._INF
         _advance(k, off, cap, eoff, ecap, ip, fp, Ri, Rf, A_i, A_f, al, S_i, S_f, wq, running, new_list, res_list,
                  heap_t, heap_a, g_list, g_key, ts, evt, evi, fl)
     return n, -1
+
+
+def min_step_seconds(ip: np.ndarray, fp: np.ndarray) -> float:
+    """A lower bound on the duration of any step of a replica with parameters ``ip`` / ``fp`` (a step holds
+    at least one token; every step cost is nondecreasing in tokens, context and LoRA work; the kernel model's
+    GEMMs take at least their weight read and launch time), less 1e-9 relative for rounding; 0 if unsure."""
+    if fp[L.FP_KERNEL] != 0.0 and ip[L.IP_FIXED] == 0:
+        eta_c, tau_c, eta_m, _tau_m, _alpha, gamma = fp[L.FP_KPARAMS:L.FP_DENSE_N]
+        if not (eta_c > 0 and eta_m > 0 and gamma >= 0 and tau_c >= 0):
+            return 0.0
+        nk = fp[L.FP_DENSE_N:L.FP_DENSE_K] * fp[L.FP_DENSE_K:L.FP_LEN]
+        per_gemm = np.maximum((2.0 * nk / fp[L.FP_PEAK_FLOPS] + tau_c) / eta_c,
+                              kernels.DTYPE_BYTES * nk / fp[L.FP_PEAK_BW] / eta_m)
+        slots = float(ip[L.IP_PAD_SLOTS])
+        extra = fp[L.FP_OVERHEAD] + fp[L.FP_LORA_SLOT] * slots + fp[L.FP_LORA_TOKSLOT] * slots
+        lb = fp[L.FP_N_LAYERS] * float(per_gemm.sum()) + fp[L.FP_KV_TOK] / fp[L.FP_BW] + extra
+    else:
+        fixed = ip[L.IP_FIXED] != 0
+        args = (0.0, 0.0, 0.0, 0.0, float(ip[L.IP_PAD_SLOTS]), fp[L.FP_PARAMS], fp[L.FP_WEIGHT_BYTES], fp[L.FP_FLOPS],
+                fp[L.FP_BW], fp[L.FP_ATTN], fp[L.FP_KV_TOK], fp[L.FP_OVERHEAD], fp[L.FP_LORA_ADAPTER],
+                fp[L.FP_LORA_SLOT], fp[L.FP_PREFILL_TOK], fp[L.FP_DECODE_STEP], fp[L.FP_LORA_TOKSLOT])
+        lb = min(step_seconds(fixed, 1.0, 1.0, 0.0, *args), step_seconds(fixed, 0.0, 0.0, 1.0, *args))
+    lb = float(lb) * (1.0 - 1e-9)
+    return lb if math.isfinite(lb) and lb > 0.0 else 0.0
 
 
 def initial_capacity(n: int, num_replicas: int) -> int:
@@ -254,9 +386,12 @@ def run(sc, wl: Workload, template: dict, max_events: int, lockstep: bool = Fals
                    st["g_list"], st["g_key"], st["ts"], st["evt"], st["evi"], st["fl"])
     else:
         i = 0
+        dt_min = min_step_seconds(st["ip"][0], st["fp"][0])
+        qc = np.full(N, -1.0)
+        qr = np.full(N, -1.0)
         while True:
             i, k = run_fleet(router.code, sc.affinity_load_slack, routes, i, arr_t, adapter, arr_p, arr_o, blocks,
-                             owner, lidx, load, st["off"], st["cap"], st["eoff"], st["ecap"], st["ip"], st["fp"],
+                             owner, lidx, load, dt_min, qc, qr, st["off"], st["cap"], st["eoff"], st["ecap"], st["ip"], st["fp"],
                              st["Ri"], st["Rf"], st["A_i"], st["A_f"], st["al"], st["S_i"], st["S_f"], st["wq"],
                              st["running"], st["new_list"], st["res_list"], st["heap_t"], st["heap_a"],
                              st["g_list"], st["g_key"], st["ts"], st["evt"], st["evi"], st["fl"])

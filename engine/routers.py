@@ -120,17 +120,25 @@ def outstanding(S_i, S_f, k, t):
 
 
 @njit(cache=True, nogil=True)
+def least_loaded(S_i, S_f, t, load):
+    """The replica with the fewest outstanding requests at t (ties to the lowest index); ``load`` gets every
+    replica's count (lora_affinity's candidates are those within ``affinity_load_slack`` of it)."""
+    best = 0
+    for k in range(S_i.shape[0]):
+        load[k] = outstanding(S_i, S_f, k, t)
+        if load[k] < load[best]:
+            best = k
+    return best
+
+
+@njit(cache=True, nogil=True)
 def route(code, slack, i, a, routes, S_i, S_f, A_i, t, load):
     """Replica for request i (adapter a, arriving at t).  ``routes``: the precomputed routes of a
     static router; ``load``: scratch, one entry per replica (left holding the outstanding counts)."""
     if code != ROUTER_LEAST_LOADED and code != ROUTER_LORA_AFFINITY:
         return routes[i]
     nr = S_i.shape[0]
-    best = 0
-    for k in range(nr):
-        load[k] = outstanding(S_i, S_f, k, t)
-        if load[k] < load[best]:
-            best = k
+    best = least_loaded(S_i, S_f, t, load)
     if code == ROUTER_LORA_AFFINITY:
         bound = load[best] + slack
         aff = -1

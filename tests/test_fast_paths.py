@@ -186,12 +186,140 @@ def test_fleet_decode_runs_equal_the_reference(monkeypatch, router):
     _fleet_equals_reference(monkeypatch, sc, L.IP_DECODE_RUN)
 
 
-@pytest.mark.parametrize("router,kw", [("least_loaded", {}), ("lora_affinity", {}),
-                                       ("least_loaded", dict(strategy="slora", load_mode="async")),
-                                       ("lora_affinity", dict(kv_reservation="on_demand", strategy="vllm"))])
+#: Fleets whose replicas are left behind (fleet._bounds, _holds_known, SF_QUIET) in every way: decode runs, queues
+#: longer than the bound's scan (overload), adapter churn with few slots, unified memory with on-demand KV,
+#: max_in_system drops, the kernel and fixed cost models, chunked prefill.
+QUIET_CASES = [
+    ("least_loaded", {}), ("lora_affinity", {}),
+    ("least_loaded", dict(strategy="slora", load_mode="async")),
+    ("lora_affinity", dict(kv_reservation="on_demand", strategy="vllm")),
+    ("lora_affinity", dict(strategy="vllm", max_loras=2, num_adapters=400, zipf_s=0.6, arrival_rate_rps=30.0)),
+    ("lora_affinity", dict(strategy="slora", kv_reservation="on_demand", load_mode="async", num_adapters=300)),
+    ("least_loaded", dict(arrival_rate_rps=90.0, duration_s=12.0, warmup_s=1.0)),
+    ("least_loaded", dict(max_in_system=6, arrival_rate_rps=40.0)),
+    ("lora_affinity", dict(cost_model="kernel", strategy="vllm")),
+    ("least_loaded", dict(service_mode="fixed", strategy="naive")),
+    ("lora_affinity", dict(strategy="batch", num_adapters=50)),
+]
+
+
+@pytest.mark.parametrize("router,kw", QUIET_CASES)
 def test_quiet_replicas_equal_advancing_every_replica(monkeypatch, router, kw):
-    """A fleet skips replicas paused inside a decode run until they could change (SF_QUIET): the same
-    results as advancing every replica to every arrival (IP_QUIET = 0)."""
-    sc = Scenario.from_preset("default", num_replicas=4, router=router, arrival_rate_rps=10.0, duration_s=40.0,
-                              warmup_s=4.0, **kw)
+    """A fleet leaves a replica behind while what the router reads of it cannot change (the outstanding count
+    before its earliest possible completion, residency while no scheduling pass could touch it, SF_QUIET in a
+    decode run): the same results as advancing every replica to every arrival (IP_QUIET = 0)."""
+    kw = {"arrival_rate_rps": 10.0, "duration_s": 40.0, "warmup_s": 4.0, **kw}
+    sc = Scenario.from_preset("default", num_replicas=4, router=router, **kw)
     _fleet_equals_reference(monkeypatch, sc, L.IP_QUIET)
+
+
+def test_a_too_long_step_bound_breaks_the_fleet_reference(monkeypatch):
+    """The reference comparison bites: a step-time bound 40 % too long leaves replicas behind past a completion,
+    and the routes (or a replica's results) differ."""
+    from engine import fleet
+    sc = Scenario.from_preset("default", num_replicas=4, router="least_loaded", arrival_rate_rps=10.0,
+                              duration_s=40.0, warmup_s=4.0)
+    good = sim.simulate(sc).requests
+    real = fleet.min_step_seconds
+    monkeypatch.setattr(fleet, "min_step_seconds", lambda ip, fp: 1.4 * real(ip, fp))
+    bad = sim.simulate(sc).requests
+    assert not good.equals(bad)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(preset=st.sampled_from(["default", "vllm-llama31-8b", "slora-a100-80-s1", "seed1-rtx3090"]),
+       cost=st.sampled_from(["roofline", "kernel", "fixed"]),
+       p=st.integers(0, 5000), d=st.integers(0, 256), ctx=st.integers(0, 400_000), kd=st.integers(0, 4000),
+       lora=st.floats(0, 1e9), distinct=st.integers(0, 64), sample=st.integers(0, 64))
+def test_min_step_seconds_bounds_every_step(preset, cost, p, d, ctx, kd, lora, distinct, sample):
+    """fleet.min_step_seconds is at most the cost of any step holding a token (every cost model)."""
+    from engine import fleet
+    from engine.workload import Workload
+    if p + d == 0:
+        p = 1
+    kw = (dict(cost_model="kernel", service_mode="roofline") if cost == "kernel" else
+          dict(service_mode="fixed", cost_model="roofline") if cost == "fixed" else dict(service_mode="roofline"))
+    sc = Scenario.from_preset(preset, **kw).validate()
+    empty = np.zeros(0, np.int64)
+    arr = sim._build(sc, Workload(np.zeros(0), empty, empty, empty))
+    ip, fp = arr["ip"], arr["fp"]
+    lb = fleet.min_step_seconds(ip, fp)
+    assert lb > 0.0
+    kernel = fp[L.FP_KERNEL] != 0.0 and ip[L.IP_FIXED] == 0
+    dt = L._step_dt(ip, fp, kernel, fp[L.FP_DENSE_N:L.FP_DENSE_K], fp[L.FP_DENSE_K:L.FP_LEN],
+                    fp[L.FP_KPARAMS:L.FP_DENSE_N], float(p), float(p * p + 2 * p * kd), float(d),
+                    float(min(sample, p)), float(ctx if d else 0), lora, lora / 8, float(distinct))
+    assert dt >= lb
+
+
+def _paused_fleet_state(n_wait: int, n_run: int, output: int = 50, gen: int = 10):
+    """One replica's stacked arrays (fleet layout, N = 1) paused at t = 1 s with ``n_run`` running requests
+    (``gen`` of ``output`` tokens done) and ``n_wait`` waiting ones (none done), the last waiting one needing
+    a single token."""
+    from engine.workload import Workload
+    sc = Scenario.from_preset("default", strategy="vllm", kv_reservation="on_demand").validate()
+    n = n_wait + n_run
+    wl = Workload(np.zeros(n), np.zeros(n, np.int64), np.full(n, 100, np.int64), np.full(n, output, np.int64))
+    arr = sim._build(sc, wl)
+    st = {k: np.ascontiguousarray(arr[k][None]) for k in ("ip", "S_i", "S_f", "running", "A_i")}
+    R_i, R_f = arr["R_i"].copy(), arr["R_f"].copy()
+    for j in range(n_run):
+        st["running"][0, j] = j
+        R_i[L.RI_STATUS, j], R_i[L.RI_GEN, j] = L.ST_RUNNING, gen
+    wq = np.zeros(n, np.int64)
+    for j in range(n_wait):
+        r = n_run + j
+        R_i[L.RI_STATUS, r] = L.ST_WAITING
+        wq[j] = r
+    if n_wait:
+        R_i[L.RI_OUTPUT, n - 1] = 1
+    S_i, S_f = st["S_i"], st["S_f"]
+    S_i[0, L.SI_NRUN], S_i[0, L.SI_NWAIT], S_i[0, L.SI_WQHEAD], S_i[0, L.SI_WQTAIL] = n_run, n_wait, 0, n_wait
+    S_i[0, L.SI_NEXTARR] = S_i[0, L.SI_NKNOWN] = n
+    S_i[0, L.SI_PHASE] = L.PH_TOP
+    S_f[0, L.SF_T] = 1.0
+    st.update(Ri=R_i.ravel(), Rf=R_f.ravel(), wq=wq, off=np.zeros(1, np.int64), cap=np.array([n], np.int64))
+    return st
+
+
+@pytest.mark.parametrize("n_wait", [3, 200])
+def test_count_bound_is_the_fewest_tokens_left(n_wait):
+    """fleet._bounds: the outstanding count cannot fall before the next iteration plus (fewest tokens any known
+    request still needs) x the shortest step; a waiting request the scan does not reach (more than 64 queued)
+    may need a single token (here the last one does: the bound is one step)."""
+    from engine import fleet
+    st = _paused_fleet_state(n_wait, n_run=4)
+    qc, qr = np.zeros(1), np.zeros(1)
+    fleet._bounds(0, st["off"], st["cap"], st["ip"], st["Ri"], st["Rf"], st["S_i"], st["S_f"], st["wq"],
+                  st["running"], 0.01, qc, qr)
+    assert qc[0] == pytest.approx(1.0 + 0.01)  # the last waiting request needs 1 token, seen or not
+    assert qr[0] == 1.0  # requests wait: the next scheduling pass may load or evict
+    st = _paused_fleet_state(0, n_run=4)
+    fleet._bounds(0, st["off"], st["cap"], st["ip"], st["Ri"], st["Rf"], st["S_i"], st["S_f"], st["wq"],
+                  st["running"], 0.01, qc, qr)
+    assert qc[0] == pytest.approx(1.0 + 40 * 0.01) and qr[0] > 1e299  # 40 tokens left each; nothing waits
+
+
+def test_a_held_adapter_is_known_held_only_while_it_is_in_use_and_nothing_finishes():
+    """fleet._holds_known on a replica left behind (t past its residency bound): an adapter used by a running
+    request stays held until a request may finish (qc) and, with on-demand KV, not even then (preemption frees
+    it); an absent adapter stays absent while no request for it waits."""
+    from engine import fleet
+    st = _paused_fleet_state(0, n_run=2)
+    A_i, ip = st["A_i"], st["ip"]
+    A_i[0, L.AI_STATE, 0], A_i[0, L.AI_REF, 0] = L.AS_RESIDENT, 2
+    A_i[0, L.AI_STATE, 1], A_i[0, L.AI_REF, 1] = L.AS_RESIDENT, 0
+    A_i[0, L.AI_STATE, 2], A_i[0, L.AI_WAIT, 2] = L.AS_ABSENT, 0
+    qc, qr = np.array([5.0]), np.array([2.0])
+
+    def known(a, t):
+        return fleet._holds_known(0, a, t, st["off"], st["cap"], ip, st["Ri"], st["S_i"], st["S_f"], A_i, qc, qr)
+    assert known(1, 1.5)  # before the residency bound: anything
+    ip[0, L.IP_ONDEMAND] = 0
+    assert known(0, 3.0) and not known(0, 6.0)  # in use: held until a request may finish
+    ip[0, L.IP_ONDEMAND] = 1
+    assert not known(0, 3.0)  # on-demand KV may preempt its requests first
+    assert not known(1, 3.0)  # idle: any scheduling pass may evict it
+    assert known(2, 3.0)  # absent, nobody asks for it
+    A_i[0, L.AI_WAIT, 2] = 1
+    assert not known(2, 3.0)
