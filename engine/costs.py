@@ -29,7 +29,7 @@ from numba import njit
 from .kernels import dense_layer_seconds, gemm_seconds
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def step_seconds(fixed, p_tokens, attn_prefill, n_dec, ctx, lora_flops, lora_bytes, distinct, slots,
                  params, weight_bytes, flops_per_s, bytes_per_s, attn_ld, kv_tok_bytes, overhead_s,
                  lora_adapter_s, lora_slot_s, prefill_s_tok, decode_s_step, lora_tok_slot_s):
@@ -49,7 +49,7 @@ def step_seconds(fixed, p_tokens, attn_prefill, n_dec, ctx, lora_flops, lora_byt
     return (tc if tc > tm else tm) + extra
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def kernel_step_seconds(p_tokens, attn_prefill, n_dec, n_sample, ctx, lora_flops, lora_bytes, distinct, slots,
                         flops_per_s, bytes_per_s, attn_ld, kv_tok_bytes, overhead_s, lora_adapter_s, lora_slot_s,
                         lora_tok_slot_s, n_layers, n_dims, k_dims, kparams, peak_flops, peak_bytes_per_s, vocab,

@@ -41,12 +41,12 @@ from .workload import Workload
 
 #: Arrays with one row per replica (``np.stack`` of the template), in run_loop's argument order.
 _STACKED = ("ip", "fp", "A_i", "A_f", "S_i", "S_f", "running", "new_list", "res_list", "heap_t", "heap_a",
-            "g_list", "g_key", "ts", "fl")
+            "g_list", "g_key", "ts", "fl", "wf", "wi")
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _advance(k, off, cap, eoff, ecap, ip, fp, Ri, Rf, A_i, A_f, al, S_i, S_f, wq, running, new_list, res_list,
-             heap_t, heap_a, g_list, g_key, ts, evt, evi, fl):
+             heap_t, heap_a, g_list, g_key, ts, evt, evi, fl, wf, wi):
     """Run replica k's loop (until its time limit S_f[k, SF_TLIMIT])."""
     o = off[k]
     c = cap[k]
@@ -55,10 +55,11 @@ def _advance(k, off, cap, eoff, ecap, ip, fp, Ri, Rf, A_i, A_f, al, S_i, S_f, wq
     return L.run_loop(ip[k], fp[k], Ri[o * L.RI_LEN:(o + c) * L.RI_LEN].reshape((L.RI_LEN, c)),
                       Rf[o * L.RF_LEN:(o + c) * L.RF_LEN].reshape((L.RF_LEN, c)), A_i[k], A_f[k], al[o:o + c],
                       S_i[k], S_f[k], wq[o:o + c], running[k], new_list[k], res_list[k], heap_t[k], heap_a[k],
-                      g_list[k], g_key[k], ts[k], evt[eo:eo + ec], evi[3 * eo:3 * (eo + ec)].reshape((3, ec)), fl[k])
+                      g_list[k], g_key[k], ts[k], evt[eo:eo + ec], evi[3 * eo:3 * (eo + ec)].reshape((3, ec)), fl[k],
+                      wf[k], wi[k])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _bounds(k, off, cap, ip, Ri, Rf, S_i, S_f, wq, running, dt_min, qc, qr):
     """Lower bounds, from replica k's paused state and its known requests, on the first instant at which
     its outstanding count (``qc[k]``) and its adapter residency (``qr[k]``) can change.
@@ -111,7 +112,7 @@ def _bounds(k, off, cap, ip, Ri, Rf, S_i, S_f, wq, running, dt_min, qc, qr):
     qr[k] = qres
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _current(k, t, S_i, S_f):
     """Whether replica k's state is its state at t (no iteration of it starts before t)."""
     ph = S_i[k, L.SI_PHASE]
@@ -119,7 +120,7 @@ def _current(k, t, S_i, S_f):
             or (ph == L.PH_IDLE and t < S_f[k, L.SF_WAKE]))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _holds_known(k, a, t, off, cap, ip, Ri, S_i, S_f, A_i, qc, qr):
     """Whether replica k holds adapter a (resident or loading) at t exactly as its state says now.
 
@@ -141,10 +142,10 @@ def _holds_known(k, a, t, off, cap, ip, Ri, S_i, S_f, A_i, qc, qr):
     return A_i[k, L.AI_REF, a] > 0 and t < qc[k] and ip[k, L.IP_ONDEMAND] == 0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def run_fleet(code, slack, routes, start, arr_t, arr_a, arr_p, arr_o, arr_b, owner, lidx, load, dt_min, qc, qr,
               off, cap, eoff, ecap, ip, fp, Ri, Rf, A_i, A_f, al, S_i, S_f, wq, running, new_list, res_list,
-              heap_t, heap_a, g_list, g_key, ts, evt, evi, fl):
+              heap_t, heap_a, g_list, g_key, ts, evt, evi, fl, wf, wi):
     """Route and inject arrivals ``start``, ``start + 1``, ... in time order, then finish every replica.
 
     A replica is advanced to an arrival only if what the router reads of it (its outstanding count; with
@@ -171,7 +172,7 @@ def run_fleet(code, slack, routes, start, arr_t, arr_a, arr_p, arr_o, arr_b, own
                     continue
             S_f[k, L.SF_TLIMIT] = t
             _advance(k, off, cap, eoff, ecap, ip, fp, Ri, Rf, A_i, A_f, al, S_i, S_f, wq, running, new_list,
-                     res_list, heap_t, heap_a, g_list, g_key, ts, evt, evi, fl)
+                     res_list, heap_t, heap_a, g_list, g_key, ts, evt, evi, fl, wf, wi)
             _bounds(k, off, cap, ip, Ri, Rf, S_i, S_f, wq, running, dt_min, qc, qr)
         a = arr_a[i]
         if affinity:
@@ -181,7 +182,7 @@ def run_fleet(code, slack, routes, start, arr_t, arr_a, arr_p, arr_o, arr_b, own
                 if load[k] <= bound and not _holds_known(k, a, t, off, cap, ip, Ri, S_i, S_f, A_i, qc, qr):
                     S_f[k, L.SF_TLIMIT] = t
                     _advance(k, off, cap, eoff, ecap, ip, fp, Ri, Rf, A_i, A_f, al, S_i, S_f, wq, running, new_list,
-                             res_list, heap_t, heap_a, g_list, g_key, ts, evt, evi, fl)
+                             res_list, heap_t, heap_a, g_list, g_key, ts, evt, evi, fl, wf, wi)
                     _bounds(k, off, cap, ip, Ri, Rf, S_i, S_f, wq, running, dt_min, qc, qr)
         k = route(code, slack, i, a, routes, S_i, S_f, A_i, t, load)
         m = S_i[k, L.SI_NKNOWN]
@@ -210,7 +211,7 @@ def run_fleet(code, slack, routes, start, arr_t, arr_a, arr_p, arr_o, arr_b, own
     for k in range(nr):
         S_f[k, L.SF_TLIMIT] = L._INF
         _advance(k, off, cap, eoff, ecap, ip, fp, Ri, Rf, A_i, A_f, al, S_i, S_f, wq, running, new_list, res_list,
-                 heap_t, heap_a, g_list, g_key, ts, evt, evi, fl)
+                 heap_t, heap_a, g_list, g_key, ts, evt, evi, fl, wf, wi)
     return n, -1
 
 
@@ -306,9 +307,9 @@ def _grow(st: dict, k: int, n: int, max_events: int) -> None:
         st["ip"][j, L.IP_MAX_EVENTS] = ecap[j]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def run_static(routes, arr_t, arr_a, arr_p, arr_o, arr_b, owner, lidx, off, cap, eoff, ecap, ip, fp, Ri, Rf, A_i,
-               A_f, al, S_i, S_f, wq, running, new_list, res_list, heap_t, heap_a, g_list, g_key, ts, evt, evi, fl):
+               A_f, al, S_i, S_f, wq, running, new_list, res_list, heap_t, heap_a, g_list, g_key, ts, evt, evi, fl, wf, wi):
     """A router that reads no state: every replica gets its requests up front and runs to the end on its
     own (the same result as ``run_fleet``: a replica's run does not depend on when its arrivals are
     injected, as long as each is known before the replica reaches it; tests/test_fleet.py checks it)."""
@@ -328,7 +329,7 @@ def run_static(routes, arr_t, arr_a, arr_p, arr_o, arr_b, owner, lidx, off, cap,
     for k in range(ip.shape[0]):
         S_f[k, L.SF_TLIMIT] = L._INF
         _advance(k, off, cap, eoff, ecap, ip, fp, Ri, Rf, A_i, A_f, al, S_i, S_f, wq, running, new_list, res_list,
-                 heap_t, heap_a, g_list, g_key, ts, evt, evi, fl)
+                 heap_t, heap_a, g_list, g_key, ts, evt, evi, fl, wf, wi)
 
 
 def run(sc, wl: Workload, template: dict, max_events: int, lockstep: bool = False) -> dict:
@@ -383,7 +384,7 @@ def run(sc, wl: Workload, template: dict, max_events: int, lockstep: bool = Fals
         run_static(routes, arr_t, adapter, arr_p, arr_o, blocks, owner, lidx, st["off"], st["cap"], st["eoff"],
                    st["ecap"], st["ip"], st["fp"], st["Ri"], st["Rf"], st["A_i"], st["A_f"], st["al"], st["S_i"],
                    st["S_f"], st["wq"], st["running"], st["new_list"], st["res_list"], st["heap_t"], st["heap_a"],
-                   st["g_list"], st["g_key"], st["ts"], st["evt"], st["evi"], st["fl"])
+                   st["g_list"], st["g_key"], st["ts"], st["evt"], st["evi"], st["fl"], st["wf"], st["wi"])
     else:
         i = 0
         dt_min = min_step_seconds(st["ip"][0], st["fp"][0])
@@ -394,7 +395,7 @@ def run(sc, wl: Workload, template: dict, max_events: int, lockstep: bool = Fals
                              owner, lidx, load, dt_min, qc, qr, st["off"], st["cap"], st["eoff"], st["ecap"], st["ip"], st["fp"],
                              st["Ri"], st["Rf"], st["A_i"], st["A_f"], st["al"], st["S_i"], st["S_f"], st["wq"],
                              st["running"], st["new_list"], st["res_list"], st["heap_t"], st["heap_a"],
-                             st["g_list"], st["g_key"], st["ts"], st["evt"], st["evi"], st["fl"])
+                             st["g_list"], st["g_key"], st["ts"], st["evt"], st["evi"], st["fl"], st["wf"], st["wi"])
             if k < 0:
                 break
             _grow(st, k, n, max_events)  # arrival i goes to k, whose block is full: more room, then resume

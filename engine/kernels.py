@@ -59,7 +59,7 @@ TILE_M = 128.0
 DTYPE_BYTES = 2.0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def gemm_seconds(m, n, k, flops_per_s, bytes_per_s, eta_c, tau_c_s, eta_m, tau_m_s, alpha, gamma):
     """Seconds of one fp16 GEMM y[m, n] = x[m, k] W[k, n] (module docstring); all arguments floats."""
     mp = m
@@ -75,7 +75,7 @@ def gemm_seconds(m, n, k, flops_per_s, bytes_per_s, eta_c, tau_c_s, eta_m, tau_m
     return t_m + gamma * t_c
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def dense_layer_seconds(m, n_dims, k_dims, flops_per_s, bytes_per_s, params):
     """Seconds of one layer's dense operators at ``m`` tokens: the sum of ``gemm_seconds`` over the
     per-worker dimensions ``n_dims[i]``, ``k_dims[i]`` (float arrays, ``dense_dims``) with the

@@ -8,6 +8,11 @@ accumulators.  Each iteration: ingest arrivals and finished loads, schedule
 run one step (prefill of the admitted, one decode token for the others), retire
 finished requests.  See docs/model.md for the equations.
 
+Every function here is compiled without Numba's reference counting (``_nrt=False``): nothing in the loop
+allocates (scratch comes in ``wf`` / ``wi``), and with it on, the atomic increments and decrements of the
+array arguments of every helper call took about a third of the loop's time (perf, engine 0.5).
+tests/test_fast_paths.py checks that the compiled loop holds no reference-count call.
+
 Constant arguments of jitted callees are passed as ``np.int64(...)`` / ``np.bool_(...)`` where the callee is
 also called with other values: Numba compiles one specialization per literal value (bench/cold_start.py counts
 them), and those copies of ``_try_admit``, ``accum``, ``pick_victim`` and ``_event`` were compile time only.
@@ -105,7 +110,13 @@ EV_LOAD, EV_EVICT, EV_COMPACT, EV_REJECT = 0, 1, 2, 3
 _INF = 1e300
 
 
-@njit(cache=True, nogil=True)
+def scratch_sizes(max_batch_size: int, num_adapters: int, scan: int) -> tuple[int, int]:
+    """Lengths of run_loop's scratch ``wf`` (the time-series row, then sort keys) and ``wi`` (compaction:
+    five stretches of max_batch_size + num_adapters; sorting: three of ``scan`` = IP_SCAN, the most groups)."""
+    return TS_LEN + scan, max(5 * (max_batch_size + num_adapters), 3 * scan)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def heap_push(ht, ha, n, t, a):
     i = n
     ht[i] = t
@@ -120,7 +131,7 @@ def heap_push(ht, ha, n, t, a):
     return n + 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def heap_pop(ht, ha, n):
     """Remove the minimum; returns the new size (min is at index 0 before the call)."""
     n -= 1
@@ -142,7 +153,7 @@ def heap_pop(ht, ha, n):
     return n
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def accum(ts, bucket_s, nb, t0, t1, col, value):
     """Add value * overlap of [t0, t1) with each bucket to ts[b, col]."""
     if t1 <= t0 or value == 0.0:
@@ -160,7 +171,7 @@ def accum(ts, bucket_s, nb, t0, t1, col, value):
         b += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def accum_row(ts, bucket_s, nb, t0, t1, vals):
     """Add vals[c] * overlap of [t0, t1) with each bucket to ts[b, c], for every column at once."""
     if t1 <= t0:
@@ -182,15 +193,63 @@ def accum_row(ts, bucket_s, nb, t0, t1, vals):
         b += 1
 
 
-@njit(cache=True, nogil=True)
-def _sort_groups(key, items, n):
-    """Sort items[:n] by key[:n] in place (stable): insertion sort for the usual few groups."""
+@njit(cache=True, nogil=True, _nrt=False)
+def _argsort(key, n, order, tmp):
+    """order[:n] = the stable argsort of key[:n] (bottom-up merge sort; tmp[:n]: scratch): what
+    ``np.argsort(key[:n], kind="stable")`` returns, without allocating."""
+    for i in range(n):
+        order[i] = i
+    src_is_order = True
+    width = 1
+    while width < n:
+        src = order if src_is_order else tmp
+        dst = tmp if src_is_order else order
+        lo = 0
+        while lo < n:
+            mid = lo + width if lo + width < n else n
+            hi = lo + 2 * width if lo + 2 * width < n else n
+            a = lo
+            b = mid
+            o = lo
+            while a < mid and b < hi:
+                if key[src[b]] < key[src[a]]:
+                    dst[o] = src[b]
+                    b += 1
+                else:
+                    dst[o] = src[a]
+                    a += 1
+                o += 1
+            while a < mid:
+                dst[o] = src[a]
+                a += 1
+                o += 1
+            while b < hi:
+                dst[o] = src[b]
+                b += 1
+                o += 1
+            lo += 2 * width
+        src_is_order = not src_is_order
+        width *= 2
+    if not src_is_order:
+        for i in range(n):
+            order[i] = tmp[i]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _sort_groups(key, items, n, wf, wi):
+    """Sort items[:n] by key[:n] in place (stable): insertion sort for the usual few groups, else a merge
+    sort in the scratch arrays (``wf`` / ``wi`` past the time-series row: loop scratch, see run_loop)."""
     if n > 48:
-        order = np.argsort(key[:n], kind="mergesort")
-        k2 = key[:n][order].copy()
-        i2 = items[:n][order].copy()
-        key[:n] = k2
-        items[:n] = i2
+        order = wi[:n]
+        _argsort(key, n, order, wi[n:2 * n])
+        k2 = wf[TS_LEN:TS_LEN + n]
+        i2 = wi[2 * n:3 * n]
+        for j in range(n):
+            k2[j] = key[order[j]]
+            i2[j] = items[order[j]]
+        for j in range(n):
+            key[j] = k2[j]
+            items[j] = i2[j]
         return
     for i in range(1, n):
         k = key[i]
@@ -204,7 +263,7 @@ def _sort_groups(key, items, n):
         items[j + 1] = v
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _window_add(S_f, k, t0, t1, w0, w1, value):
     """S_f[k] += value x overlap of [t0, t1) with the measurement window [w0, w1)."""
     lo = t0 if t0 > w0 else w0
@@ -213,7 +272,7 @@ def _window_add(S_f, k, t0, t1, w0, w1, value):
         S_f[k] += value * (hi - lo)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _event(S_i, ev_t, ev_i, max_ev, t, kind, a, nbytes):
     k = S_i[SI_NEV]
     if k < max_ev:
@@ -226,7 +285,7 @@ def _event(S_i, ev_t, ev_i, max_ev, t, kind, a, nbytes):
         S_i[SI_FLAGS] |= FLAG_EVENTS_FULL
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _res_add(A_i, res_list, S_i, a):
     n = S_i[SI_NRES]
     res_list[n] = a
@@ -234,7 +293,7 @@ def _res_add(A_i, res_list, S_i, a):
     S_i[SI_NRES] = n + 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _res_remove(A_i, res_list, S_i, a):
     n = S_i[SI_NRES] - 1
     p = A_i[AI_RESPOS, a]
@@ -245,7 +304,7 @@ def _res_remove(A_i, res_list, S_i, a):
     S_i[SI_NRES] = n
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _evict(ip, fp, A_i, S_i, S_f, res_list, fl, ev_t, ev_i, t, a):
     _res_remove(A_i, res_list, S_i, a)
     A_i[AI_STATE, a] = AS_ABSENT
@@ -258,7 +317,7 @@ def _evict(ip, fp, A_i, S_i, S_f, res_list, fl, ev_t, ev_i, t, a):
     _event(S_i, ev_t, ev_i, ip[IP_MAX_EVENTS], t, np.int64(EV_EVICT), a, A_i[AI_BYTES, a])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _adapter_room(ip, fp, A_i, S_i, S_f, a, extra):
     """Does adapter a fit now (slots and bytes), with ``extra`` bytes of KV still to come (unified)?"""
     if ip[IP_SLOTS] > 0 and S_i[SI_NRES] >= ip[IP_SLOTS]:
@@ -269,7 +328,7 @@ def _adapter_room(ip, fp, A_i, S_i, S_f, a, extra):
     return used <= fp[FP_ADAPTER_CAP]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, a, need_idle, extra):
     """Evict until adapter a (plus ``extra`` KV bytes in unified memory) fits; False if it cannot."""
     while not _adapter_room(ip, fp, A_i, S_i, S_f, a, extra):
@@ -282,7 +341,7 @@ def _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, 
     return True
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _host_touch(ip, A_i, S_i, a):
     """Bring adapter a into the LRU host cache (evicting the LRU host entry)."""
     S_i[SI_TICK] += 1
@@ -302,8 +361,8 @@ def _host_touch(ip, A_i, S_i, a):
     A_i[AI_HOSTLAST, a] = S_i[SI_TICK]
 
 
-@njit(cache=True, nogil=True)
-def _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, heap_a, ev_t, ev_i, ts, t, a):
+@njit(cache=True, nogil=True, _nrt=False)
+def _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, heap_a, ev_t, ev_i, ts, t, a, wi):
     """Start loading adapter a (room already made). Returns its completion time."""
     nbytes = A_i[AI_BYTES, a]
     ready = t
@@ -327,7 +386,7 @@ def _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, 
     if ip[IP_CONTIG] and ip[IP_UNIFIED]:
         A_i[AI_EXTSTART, a] = -1  # not placed yet: a compaction inside _ext_take must skip it
         A_i[AI_EXTSTART, a] = _ext_take(ip, fp, R_i, A_i, S_i, S_f, running, res_list, fl, ev_t, ev_i, t,
-                                        A_i[AI_MEMBYTES, a] // int(fp[FP_BLOCK_BYTES]))
+                                        A_i[AI_MEMBYTES, a] // int(fp[FP_BLOCK_BYTES]), wi)
     A_f[AF_LOADSTART, a] = t
     A_f[AF_READY, a] = done
     S_i[SI_LOADS] += 1
@@ -341,7 +400,7 @@ def _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, 
     return done
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _reject(ip, fp, R_i, S_i, ev_t, ev_i, t, r):
     """Count a request refused admission for lack of KV memory (once per request)."""
     if R_i[RI_REJECTED, r] == 0:
@@ -351,15 +410,16 @@ def _reject(ip, fp, R_i, S_i, ev_t, ev_i, t, r):
                R_i[RI_BLOCKS, r] * int(fp[FP_BLOCK_BYTES]))
 
 
-@njit(cache=True, nogil=True)
-def _compact(ip, fp, R_i, A_i, S_i, S_f, running, res_list, fl, ev_t, ev_i, t):
-    """Slide every live extent to the front of the arena; the GPU pays 2 x moved bytes / bandwidth."""
+@njit(cache=True, nogil=True, _nrt=False)
+def _compact(ip, fp, R_i, A_i, S_i, S_f, running, res_list, fl, ev_t, ev_i, t, wi):
+    """Slide every live extent to the front of the arena; the GPU pays 2 x moved bytes / bandwidth.
+    ``wi``: the loop's int scratch (five stretches of max_batch_size + adapters)."""
     nr = S_i[SI_NRUN]
     na = S_i[SI_NRES] if ip[IP_UNIFIED] else 0
-    m = nr + na
-    starts = np.empty(m, np.int64)
-    lens = np.empty(m, np.int64)
-    kind = np.empty(m, np.int64)   # >= 0: request index, < 0: -(adapter + 1)
+    w = ip[IP_MAX_BATCH] + ip[IP_A]
+    starts = wi[0:w]
+    lens = wi[w:2 * w]
+    kind = wi[2 * w:3 * w]   # >= 0: request index, < 0: -(adapter + 1)
     k = 0
     bb = int(fp[FP_BLOCK_BYTES])
     for j in range(nr):
@@ -376,7 +436,8 @@ def _compact(ip, fp, R_i, A_i, S_i, S_f, running, res_list, fl, ev_t, ev_i, t):
             lens[k] = A_i[AI_MEMBYTES, a] // bb
             kind[k] = -(a + 1)
             k += 1
-    order = np.argsort(starts[:k])
+    order = wi[3 * w:4 * w]
+    _argsort(starts, k, order, wi[4 * w:5 * w])  # (starts are distinct: any sort gives this order)
     pos = 0
     moved = 0
     for jj in range(k):
@@ -398,20 +459,20 @@ def _compact(ip, fp, R_i, A_i, S_i, S_f, running, res_list, fl, ev_t, ev_i, t):
     _event(S_i, ev_t, ev_i, ip[IP_MAX_EVENTS], t, np.int64(EV_COMPACT), np.int64(-1), int(nbytes))
 
 
-@njit(cache=True, nogil=True)
-def _ext_take(ip, fp, R_i, A_i, S_i, S_f, running, res_list, fl, ev_t, ev_i, t, need):
+@njit(cache=True, nogil=True, _nrt=False)
+def _ext_take(ip, fp, R_i, A_i, S_i, S_f, running, res_list, fl, ev_t, ev_i, t, need, wi):
     """Allocate `need` contiguous blocks, compacting first if no extent is large enough.
     The caller has checked that enough memory is free in total."""
     s, nf = ext_alloc(fl, S_i[SI_NFREE], need)
     S_i[SI_NFREE] = nf
     if s < 0:
-        _compact(ip, fp, R_i, A_i, S_i, S_f, running, res_list, fl, ev_t, ev_i, t)
+        _compact(ip, fp, R_i, A_i, S_i, S_f, running, res_list, fl, ev_t, ev_i, t, wi)
         s, nf = ext_alloc(fl, S_i[SI_NFREE], need)
         S_i[SI_NFREE] = nf
     return s
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _frag_now(ip, R_i, wq, wq_head, wq_tail, fl, S_i):
     """Fragmentation against the next waiting request (or the mean request) right now."""
     if not ip[IP_CONTIG]:
@@ -431,9 +492,9 @@ def _frag_now(ip, R_i, wq, wq_head, wq_tail, fl, S_i):
 ADM_OK, ADM_STOP, ADM_WAIT, ADM_NOSLOT = 0, 1, 2, 3
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a, ev_t, ev_i,
-               ts, running, t, r, tokens_used, threshold_ok):
+               ts, running, t, r, tokens_used, threshold_ok, wi):
     """Try to start request r in this step.
 
     ADM_OK: admitted; ADM_STOP: KV or token budget full (FCFS stops);
@@ -489,7 +550,7 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
         if ip[IP_UNIFIED] and S_f[SF_ADAPTER_BYTES] + A_i[AI_MEMBYTES, a] + (S_i[SI_KV_BLOCKS] + blocks) * fp[FP_BLOCK_BYTES] > fp[FP_POOL]:
             _reject(ip, fp, R_i, S_i, ev_t, ev_i, t, r)
             return ADM_STOP
-        _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, heap_a, ev_t, ev_i, ts, t, a)
+        _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, heap_a, ev_t, ev_i, ts, t, a, wi)
         R_i[RI_LOADED, r] = 1
         if ip[IP_ASYNC]:
             return ADM_WAIT
@@ -516,7 +577,8 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
     S_i[SI_KV_BLOCKS] += blocks
     if ip[IP_CONTIG]:
         R_i[RI_KVSTART, r] = -1  # not placed yet: a compaction inside _ext_take must skip it
-        R_i[RI_KVSTART, r] = _ext_take(ip, fp, R_i, A_i, S_i, S_f, running, res_list, fl, ev_t, ev_i, t, blocks)
+        R_i[RI_KVSTART, r] = _ext_take(ip, fp, R_i, A_i, S_i, S_f, running, res_list, fl, ev_t, ev_i, t, blocks,
+                                       wi)
     if A_i[AI_REF, a] == 0:
         S_i[SI_NDISTINCT] += 1
         S_f[SF_LORA_BYTES] += A_i[AI_BYTES, a]
@@ -532,9 +594,9 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
     return ADM_OK
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _prefetch(ip, fp, R_i, A_i, A_f, S_i, S_f, res_list, a_list, running, fl, heap_t, heap_a, ev_t, ev_i, ts, t,
-              r):
+              r, wi):
     """Async prefetch for a queued request: load its adapter if room can be made by
     evicting only adapters nobody waits for."""
     a = R_i[RI_ADAPTER, r]
@@ -542,11 +604,11 @@ def _prefetch(ip, fp, R_i, A_i, A_f, S_i, S_f, res_list, a_list, running, fl, he
         return
     if not _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, a, np.bool_(True), 0.0):
         return
-    _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, heap_a, ev_t, ev_i, ts, t, a)
+    _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, heap_a, ev_t, ev_i, ts, t, a, wi)
     R_i[RI_LOADED, r] = 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _arrive(R_i, R_f, A_i, S_i, wq, r, t):
     a = R_i[RI_ADAPTER, r]
     R_i[RI_STATUS, r] = ST_WAITING
@@ -565,13 +627,13 @@ def _arrive(R_i, R_f, A_i, S_i, wq, r, t):
     S_i[SI_WQTAIL] = k + 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _kv_need(R_i, r, bt):
     """On-demand KV blocks of request r: its tokens so far and the one the next step emits."""
     return (R_i[RI_PROMPT, r] + R_i[RI_GEN, r] + bt) // bt
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _leave_batch(R_i, A_i, S_i, S_f, running, k):
     """Take running[k] out of the batch (finished or preempted): free its KV block count, drop
     its adapter reference, swap-remove it from ``running``.  Returns its adapter."""
@@ -588,7 +650,7 @@ def _leave_batch(R_i, A_i, S_i, S_f, running, k):
     return a
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _grow_kv(ip, fp, R_i, R_f, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, running):
     """On-demand KV (vLLM): before a step every running request needs blocks for its
     tokens so far plus the one it emits.  If they do not fit, preempt the most recently
@@ -647,7 +709,7 @@ def _grow_kv(ip, fp, R_i, R_f, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, 
     return first_pos
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _schedule_running(ip, R_i, S_i, running):
     """Chunked prefill (vLLM V1), when a running request's prefill is unfinished (SI_NPART > 0; else the
     running requests take one token each): one token per decoding request, then the rest of the unfinished
@@ -669,7 +731,7 @@ def _schedule_running(ip, R_i, S_i, running):
     return tokens
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _pad_bytes(lora_pad, fp, R_i, A_i, running, n_run):
     """The adapter size every request of the batch ``running[:n_run]`` is charged at with ``lora_rank_padding`` on:
     the largest in the batch ("batch_max": a pass over the batch, made only then), or the largest configured."""
@@ -683,7 +745,7 @@ def _pad_bytes(lora_pad, fp, R_i, A_i, running, n_run):
     return a_max
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _padded_lora(tokens, distinct, pad_bytes):
     """(LoRA FLOPs, LoRA bytes) of a step with ``lora_rank_padding`` on (docs/model.md 5.5): every one of its
     ``tokens`` (prefill + decode) runs its LoRA matmuls at the padded adapter size ``pad_bytes`` (2 FLOP per
@@ -692,7 +754,7 @@ def _padded_lora(tokens, distinct, pad_bytes):
     return tokens * pad_bytes, distinct * pad_bytes
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _step_dt(ip, fp, kernel_cost, k_n, k_k, k_params, p_tokens, attn_prefill, n_dec, n_sample, ctx, lora_flops,
              lora_bytes, distinct):
     """Seconds of one step: the roofline (or fixed) step cost, or the kernel model's (cost_model "kernel");
@@ -709,7 +771,7 @@ def _step_dt(ip, fp, kernel_cost, k_n, k_k, k_params, p_tokens, attn_prefill, n_
                         fp[FP_PREFILL_TOK], fp[FP_DECODE_STEP], fp[FP_LORA_TOKSLOT])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _fill_row(ip, fp, R_i, S_i, S_f, wq, wq_head, fl, row, waiting, n_run):
     """Write one step's time-series row (queue, batch, residency, KV, fragmentation, async loads) into
     ``row``; returns the fragmentation it holds."""
@@ -733,7 +795,7 @@ def _fill_row(ip, fp, R_i, S_i, S_f, wq, wq_head, fl, row, waiting, n_run):
     return frag
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, row, t, wq_head, next_arr, n_known,
                 t_limit, closed, kernel_cost, k_n, k_k, k_params):
     """Steps in which nothing but decoding happens, without the scheduler: the same steps, times, counters and
@@ -837,7 +899,7 @@ def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, ro
 IDLE_GO, IDLE_PAUSE, IDLE_END = 0, 1, 2
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _idle(ip, fp, R_i, R_f, S_i, S_f, wq, heap_t, fl, ts, row, t, wq_head, next_arr, n_known, t_limit):
     """Nothing runs at t: jump to the next event (next arrival, load completion, batch-window boundary,
     starvation of a held group).  Returns (new t, IDLE_GO), (t, IDLE_PAUSE) when that event is after
@@ -888,15 +950,16 @@ def _idle(ip, fp, R_i, R_f, S_i, S_f, wq, heap_t, fl, ts, row, t, wq_head, next_
     return t_next, IDLE_GO
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list, res_list,
-             heap_t, heap_a, g_list, g_key, ts, ev_t, ev_i, fl):
+             heap_t, heap_a, g_list, g_key, ts, ev_t, ev_i, fl, wf, wi):
     """Simulate until all work is done or the horizon passes. Mutates its arguments.
 
     Resumable: the loop's position lives in S_i / S_f, so a call continues where the last one stopped.
     With S_i[SI_FLEET] set, requests [0, S_i[SI_NKNOWN]) have arrived so far and the call returns
     (PH_TOP or PH_IDLE) before any iteration at t >= S_f[SF_TLIMIT]; otherwise it runs to the end
-    (PH_DONE).  Returns how it ended (PH_*)."""
+    (PH_DONE).  ``wf`` / ``wi``: float / int scratch (``scratch_sizes``: the time-series row, sorting,
+    compaction), so that nothing in the loop allocates.  Returns how it ended (PH_*)."""
     n = ip[IP_N]
     nb = ip[IP_NBUCKETS]
     bucket = fp[FP_BUCKET]
@@ -905,7 +968,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
     window = ip[IP_WINDOW] != 0
     grouped = ip[IP_ORDER] == ORDER_GROUPED
     W = fp[FP_WINDOW]
-    row = np.zeros(TS_LEN, np.float64)  # one time-series row, reused every step
+    row = wf[:TS_LEN]  # one time-series row, reused every step
     S_f[SF_QUIET] = -1.0  # (set again only if this call pauses inside a decode run)
     chunked = ip[IP_CHUNKED] != 0
     lora_pad = ip[IP_LORA_PAD]
@@ -1014,7 +1077,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 if A_i[AI_REF, R_i[RI_ADAPTER, r]] == 0:
                     continue
                 code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a,
-                                  ev_t, ev_i, ts, running, t, r, tokens, np.bool_(True))
+                                  ev_t, ev_i, ts, running, t, r, tokens, np.bool_(True), wi)
                 if code == ADM_OK:
                     new_list[n_new] = r
                     n_new += 1
@@ -1049,11 +1112,11 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                     if ip[IP_PREFETCH]:
                         prefetch_only = True
                         _prefetch(ip, fp, R_i, A_i, A_f, S_i, S_f, res_list, a_list, running, fl, heap_t,
-                                  heap_a, ev_t, ev_i, ts, t, r)
+                                  heap_a, ev_t, ev_i, ts, t, r, wi)
                         continue
                     break
                 code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a,
-                                  ev_t, ev_i, ts, running, t, r, tokens, np.bool_(True))
+                                  ev_t, ev_i, ts, running, t, r, tokens, np.bool_(True), wi)
                 if code == ADM_OK:
                     new_list[n_new] = r
                     n_new += 1
@@ -1103,7 +1166,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 a = g_list[j]
                 starving = t - A_f[AF_GOLDEST, a] >= fp[FP_MAX_WAIT] - 1e-9
                 g_key[j] = group_key(starving, A_i[AI_STATE, a] != AS_ABSENT, A_f[AF_GOLDEST, a])
-            _sort_groups(g_key, g_list, ng)
+            _sort_groups(g_key, g_list, ng, wf, wi)
             stop = False
             for jj in range(ng):
                 a = g_list[jj]
@@ -1118,7 +1181,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                         stop = True
                         break
                     code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t,
-                                      heap_a, ev_t, ev_i, ts, running, t, r, tokens, thr_ok)
+                                      heap_a, ev_t, ev_i, ts, running, t, r, tokens, thr_ok, wi)
                     if code == ADM_OK:
                         new_list[n_new] = r
                         n_new += 1

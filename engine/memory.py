@@ -14,7 +14,7 @@ from __future__ import annotations
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def ext_alloc(fl, nf, need):
     """First fit. Returns (start, new nf); start = -1 when no extent is large enough."""
     for i in range(nf):
@@ -31,7 +31,7 @@ def ext_alloc(fl, nf, need):
     return -1, nf
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def ext_free(fl, nf, start, length):
     """Return [start, start + length) to the free list, coalescing neighbours. Returns new nf."""
     if length <= 0:
@@ -68,7 +68,7 @@ def ext_free(fl, nf, start, length):
     return nf + 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def ext_free_total(fl, nf):
     s = 0
     for i in range(nf):
@@ -76,7 +76,7 @@ def ext_free_total(fl, nf):
     return s
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def fragmentation(fl, nf, need):
     """Share of the request-sized slots free memory could hold that its extents cannot."""
     if need <= 0:

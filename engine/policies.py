@@ -125,7 +125,7 @@ def hot_set_pins(sc, auto: bool = False) -> list[int]:
     return pins
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def next_use(a, a_cur, a_ptr, a_end, a_list, status):
     """Index of the next request for adapter ``a`` that has not started (Belady)."""
     c = a_cur[a]
@@ -137,7 +137,7 @@ def next_use(a, a_cur, a_ptr, a_end, a_list, status):
     return 1 << 62
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def pick_victim(evict, need_idle, res_list, n_res, state, pinned, ref, wait, last,
                 a_cur, a_ptr, a_end, a_list, status, exclude):
     """Resident adapter to evict, or -1.  Never one in use, loading, pinned or ``exclude``.
@@ -170,7 +170,7 @@ def pick_victim(evict, need_idle, res_list, n_res, state, pinned, ref, wait, las
     return best
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def group_key(starving, resident, oldest_arrival_s):
     """Order of adapter groups for ORDER_GROUPED: starving, then resident, then oldest."""
     bucket = 2.0

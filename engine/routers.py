@@ -109,7 +109,7 @@ def static_routes(name: str, adapter: np.ndarray, num_replicas: int, num_adapter
                      + ", ".join(r.name for r in ROUTERS.values() if not r.stateful))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def outstanding(S_i, S_f, k, t):
     """Requests replica k holds at instant t: waiting + running, plus those arrived and not yet taken
     in (injected after its last iteration) and those finishing at the end of a step still running at t."""
@@ -119,7 +119,7 @@ def outstanding(S_i, S_f, k, t):
     return o
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def least_loaded(S_i, S_f, t, load):
     """The replica with the fewest outstanding requests at t (ties to the lowest index); ``load`` gets every
     replica's count (lora_affinity's candidates are those within ``affinity_load_slack`` of it)."""
@@ -131,7 +131,7 @@ def least_loaded(S_i, S_f, t, load):
     return best
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def route(code, slack, i, a, routes, S_i, S_f, A_i, t, load):
     """Replica for request i (adapter a, arriving at t).  ``routes``: the precomputed routes of a
     static router; ``load``: scratch, one entry per replica (left holding the outstanding counts)."""

@@ -256,12 +256,14 @@ def _build(sc: Scenario, wl: Workload):
         ev_t=np.zeros(ip[L.IP_MAX_EVENTS], np.float64),
         ev_i=np.zeros((3, ip[L.IP_MAX_EVENTS]), np.int64),
     )
+    nwf, nwi = L.scratch_sizes(mb, A, int(ip[L.IP_SCAN]))
+    arrays["wf"], arrays["wi"] = np.zeros(nwf, np.float64), np.zeros(nwi, np.int64)
     return arrays
 
 
 #: The loop's arguments, in order, as keys of the dict ``_build`` returns.
 LOOP_ARGS = ("ip", "fp", "R_i", "R_f", "A_i", "A_f", "a_list", "S_i", "S_f", "wq", "running", "new_list",
-             "res_list", "heap_t", "heap_a", "g_list", "g_key", "ts", "ev_t", "ev_i", "fl")
+             "res_list", "heap_t", "heap_a", "g_list", "g_key", "ts", "ev_t", "ev_i", "fl", "wf", "wi")
 
 
 def _run(sc: Scenario, wl: Workload):

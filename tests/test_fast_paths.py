@@ -323,3 +323,33 @@ def test_a_held_adapter_is_known_held_only_while_it_is_in_use_and_nothing_finish
     assert known(2, 3.0)  # absent, nobody asks for it
     A_i[0, L.AI_WAIT, 2] = 1
     assert not known(2, 3.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(st.integers(-5, 5), min_size=0, max_size=300), floats=st.booleans())
+def test_loop_argsort_is_numpys_stable_argsort(keys, floats):
+    """loop._argsort (no allocation: run_loop compiles without reference counting) = np.argsort(kind="stable"),
+    ties included (group keys tie; compaction's starts do not)."""
+    key = np.array(keys, np.float64 if floats else np.int64)
+    n = len(key)
+    order, tmp = np.full(n + 3, -1, np.int64), np.zeros(n + 3, np.int64)
+    L._argsort(key, n, order, tmp)
+    assert np.array_equal(order[:n], np.argsort(key, kind="stable"))
+
+
+def test_the_hot_path_is_compiled_without_reference_counting():
+    """Every jitted function of the loop, the fleet and their callees is declared ``_nrt=False`` (the atomic
+    reference counts of array arguments took about a third of the loop's time); Numba then refuses to compile
+    anything that allocates there, so scratch comes from run_loop's ``wf`` / ``wi``."""
+    from numba.core.registry import CPUDispatcher
+
+    from engine import costs, fleet, kernels, memory, policies, routers
+    seen = 0
+    for mod in (L, fleet, routers, costs, kernels, memory, policies):
+        for name, obj in vars(mod).items():
+            if isinstance(obj, CPUDispatcher) and obj.__module__ == mod.__name__:
+                if name == "gemm_seconds_many":  # the kernel fitter's vectorised form (allocates; not in the loop)
+                    continue
+                assert obj.targetoptions.get("_nrt") is False, f"{mod.__name__}.{name}"
+                seen += 1
+    assert seen > 40

@@ -76,9 +76,7 @@ def _kv_one(meta: dict, sc: Scenario, free_reads: bool) -> dict:
         wl = generate(sc)
         arr = S._build(sc, wl)
         arr["A_i"][L.AI_BYTES] = 0  # adapter weights read and computed for free; memory footprint kept
-        L.run_loop(*(arr[k] for k in ("ip", "fp", "R_i", "R_f", "A_i", "A_f", "a_list", "S_i", "S_f", "wq",
-                                      "running", "new_list", "res_list", "heap_t", "heap_a", "g_list", "g_key",
-                                      "ts", "ev_t", "ev_i", "fl")))
+        L.run_loop(*(arr[k] for k in S.LOOP_ARGS))
         r = S._result(sc, wl, arr)
     else:
         r = simulate(sc)
