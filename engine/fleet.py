@@ -15,8 +15,7 @@ A replica is advanced only when what the router reads of it could have changed (
 outstanding count falls only when a request finishes, which takes at least (tokens it still needs) x (the
 shortest possible step, ``min_step_seconds``) from the replica's next iteration (``_bounds``), and its adapter
 residency changes only in a scheduling pass with requests waiting or by evicting an adapter nobody uses
-(``_holds_known``, checked for lora_affinity's candidates only); a replica inside a run of decode steps also
-reports the exact end of its quiet spell (``SF_QUIET``, set by the loop).  Until then it is left behind, and
+(``_holds_known``, checked for lora_affinity's candidates only).  Until then it is left behind, and
 a request routed to it joins it there: its run does not depend on when its arrivals are injected, as long as
 each is known before the replica reaches it (what ``run_static`` relies on too).  Bit-identical to advancing
 every replica to every arrival (IP_QUIET = 0; tests/test_fast_paths.py).
@@ -149,7 +148,7 @@ def run_fleet(code, slack, routes, start, arr_t, arr_a, arr_p, arr_o, arr_b, own
     """Route and inject arrivals ``start``, ``start + 1``, ... in time order, then finish every replica.
 
     A replica is advanced to an arrival only if what the router reads of it (its outstanding count; with
-    lora_affinity, its residency too) could have changed by then (``_bounds``, or SF_QUIET from a decode run);
+    lora_affinity, its residency too) could have changed by then (``_bounds``);
     otherwise it stays behind, and a request routed to it joins it there (its run does not depend on when its
     arrivals are injected, as long as each is known before the replica reaches it).  ``qc`` / ``qr``: the
     bounds per replica (-1: unknown).
@@ -164,12 +163,8 @@ def run_fleet(code, slack, routes, start, arr_t, arr_a, arr_p, arr_o, arr_b, own
         for k in range(nr):
             if _current(k, t, S_i, S_f):
                 continue  # in a step (or at an iteration) at or after t, or idle until after t: nothing happens
-            if ip[k, L.IP_QUIET]:
-                q = qc[k]  # (lora_affinity: residency is checked below, for the candidates only)
-                if S_f[k, L.SF_QUIET] > q:
-                    q = S_f[k, L.SF_QUIET]  # inside a decode run: nothing the router reads changes before SF_QUIET
-                if t < q:
-                    continue
+            if ip[k, L.IP_QUIET] and t < qc[k]:
+                continue  # its outstanding count is what it says (lora_affinity: residency is checked below)
             S_f[k, L.SF_TLIMIT] = t
             _advance(k, off, cap, eoff, ecap, ip, fp, Ri, Rf, A_i, A_f, al, S_i, S_f, wq, running, new_list,
                      res_list, heap_t, heap_a, g_list, g_key, ts, evt, evi, fl, wf, wi)
@@ -188,7 +183,6 @@ def run_fleet(code, slack, routes, start, arr_t, arr_a, arr_p, arr_o, arr_b, own
         m = S_i[k, L.SI_NKNOWN]
         if m >= cap[k]:
             return i, k
-        S_f[k, L.SF_QUIET] = -1.0  # a request joins: its next iteration schedules
         o = off[k]
         c = cap[k]
         bi = o * L.RI_LEN

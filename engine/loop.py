@@ -35,7 +35,7 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
  IP_CHUNKED,  # chunked prefill (vLLM V1): decode tokens count against the budget, long prompts are split
  IP_DECODE_RUN,  # advance runs of pure-decode steps in _decode_run (0: one iteration per step, the reference)
  IP_LORA_PAD,  # LoRA rank padding (LORA_PAD_*; Scenario.lora_rank_padding, docs/model.md 5.5)
- IP_QUIET,  # fleet: a replica paused mid decode run reports how long it stays quiet (SF_QUIET; 0: never)
+ IP_QUIET,  # fleet: leave a replica behind while the router's view of it cannot change (fleet.py; 0: never)
  IP_LEN) = range(35)
 # ---- float parameters (fp)
 (FP_DURATION, FP_HORIZON, FP_WINDOW, FP_MAX_WAIT, FP_PCIE_BPS, FP_DISK_BPS, FP_LOAD_LAT,
@@ -83,10 +83,7 @@ AF_READY, AF_LOADSTART, AF_GOLDEST, AF_LEN = range(4)
  SF_T, SF_TLIMIT, SF_WAKE,
  # static memory, within one scheduling pass: the smallest adapter for which no room could be made (nothing
  # was evictable), so no adapter that large can get room until the pass ends (_try_admit skips the search)
- SF_NOROOM,
- # fleet (IP_QUIET): after a call that paused at the time limit inside a decode run with nothing pending, the
- # time until which nothing a router reads can change (no completion, load, arrival or scheduling); else -1
- SF_QUIET, SF_LEN) = range(23)
+ SF_NOROOM, SF_LEN) = range(22)
 # ---- how a call of run_loop ended: not started yet, paused before an iteration at t >= the limit,
 # paused idle (its next known event is after the limit), finished
 PH_FRESH, PH_TOP, PH_IDLE, PH_DONE = 0, 1, 2, 3
@@ -878,20 +875,6 @@ def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, ro
         for k in range(n_run):
             R_i[RI_GEN, running[k]] += j
         S_i[SI_LASTDONE] = 0
-    if ip[IP_QUIET] and t >= t_limit and j < j_max and next_arr >= n_known:
-        # a fleet pause inside the run: step on without changing anything (at most 256 steps) to find when the
-        # replica's outstanding requests and residency could next change (the start of the step that emits a
-        # last token, a load finishing, the horizon); the fleet need not advance it before then
-        h = heap_t[0] if S_i[SI_HEAPN] > 0 else _INF
-        q = t
-        jv = j
-        while jv < j_max and jv - j < 256 and q < h and q <= fp[FP_HORIZON]:
-            ctx = ctx0 + float(jv * n_run)
-            dt = _step_dt(ip, fp, kernel_cost, k_n, k_k, k_params, 0.0, 0.0, n_dec, 0.0, ctx, lora_flops,
-                          lora_bytes, distinct)
-            q += dt
-            jv += 1
-        S_f[SF_QUIET] = q if q < h else h
     return t, wq_head
 
 
@@ -969,7 +952,6 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
     grouped = ip[IP_ORDER] == ORDER_GROUPED
     W = fp[FP_WINDOW]
     row = wf[:TS_LEN]  # one time-series row, reused every step
-    S_f[SF_QUIET] = -1.0  # (set again only if this call pauses inside a decode run)
     chunked = ip[IP_CHUNKED] != 0
     lora_pad = ip[IP_LORA_PAD]
     kernel_cost = fp[FP_KERNEL] != 0.0 and ip[IP_FIXED] == 0

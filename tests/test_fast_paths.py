@@ -186,7 +186,7 @@ def test_fleet_decode_runs_equal_the_reference(monkeypatch, router):
     _fleet_equals_reference(monkeypatch, sc, L.IP_DECODE_RUN)
 
 
-#: Fleets whose replicas are left behind (fleet._bounds, _holds_known, SF_QUIET) in every way: decode runs, queues
+#: Fleets whose replicas are left behind (fleet._bounds, _holds_known) in every way: decode runs, queues
 #: longer than the bound's scan (overload), adapter churn with few slots, unified memory with on-demand KV,
 #: max_in_system drops, the kernel and fixed cost models, chunked prefill.
 QUIET_CASES = [
@@ -206,8 +206,8 @@ QUIET_CASES = [
 @pytest.mark.parametrize("router,kw", QUIET_CASES)
 def test_quiet_replicas_equal_advancing_every_replica(monkeypatch, router, kw):
     """A fleet leaves a replica behind while what the router reads of it cannot change (the outstanding count
-    before its earliest possible completion, residency while no scheduling pass could touch it, SF_QUIET in a
-    decode run): the same results as advancing every replica to every arrival (IP_QUIET = 0)."""
+    before its earliest possible completion, residency while no scheduling pass could touch it): the same
+    results as advancing every replica to every arrival (IP_QUIET = 0)."""
     kw = {"arrival_rate_rps": 10.0, "duration_s": 40.0, "warmup_s": 4.0, **kw}
     sc = Scenario.from_preset("default", num_replicas=4, router=router, **kw)
     _fleet_equals_reference(monkeypatch, sc, L.IP_QUIET)
