@@ -125,6 +125,35 @@ REPLICA_COLUMNS = ("replica", "requests", "completed", "throughput_req_s", "thro
                    "ttft_p99_ms", "swap_rate", "loads_total", "evictions_total", "gpu_busy_frac", "pcie_busy_frac")
 
 
+#: The per-request columns ``replica_row`` reads.
+REPLICA_INPUTS = ("arrival_s", "completed", "finish_s", "ttft_ms", "loaded")
+
+
+def replica_row(sc, req: dict, counters: dict) -> dict:
+    """``summarize(sc, req, counters)`` restricted to REPLICA_COLUMNS (but ``replica``), without the rest:
+    the same formulas on the same arrays (tests/test_fleet.py checks them equal), for a fleet's rows."""
+    arrival = req["arrival_s"]
+    m = (arrival >= sc.warmup_s) & (arrival < sc.duration_s)
+    done = m & req["completed"].astype(bool)
+    ttft = req["ttft_ms"][done]
+    window = sc.duration_s - sc.warmup_s
+    fin = req["finish_s"]
+    n_done = int(done.sum())
+    return {
+        "requests": int(m.sum()),
+        "completed": n_done,
+        "throughput_req_s": float(((fin >= sc.warmup_s) & (fin < sc.duration_s)).sum() / window),
+        "throughput_tok_s": float(counters["tokens_in_window"] / window),
+        "ttft_p50_ms": _pct(ttft, 50),
+        "ttft_p99_ms": _pct(ttft, 99),
+        "swap_rate": float(req["loaded"].astype(bool)[done].sum() / n_done) if n_done else math.nan,
+        "loads_total": counters["loads_total"],
+        "evictions_total": counters["evictions_total"],
+        "gpu_busy_frac": counters["busy_s_in_window"] / window,
+        "pcie_busy_frac": counters["pcie_busy_frac"],
+    }
+
+
 def fleet_counters(per_replica: list[dict]) -> dict:
     """The fleet's whole-run counters from each replica's (see FLEET_SUM, ...)."""
     out = dict(per_replica[0])

@@ -15,7 +15,15 @@ import pandas as pd
 
 from . import fleet, kernels, presets
 from . import loop as L
-from .metrics import REPLICA_COLUMNS, adapter_duplication, fleet_counters, load_imbalance, summarize
+from .metrics import (
+    REPLICA_COLUMNS,
+    REPLICA_INPUTS,
+    adapter_duplication,
+    fleet_counters,
+    load_imbalance,
+    replica_row,
+    summarize,
+)
 from .policies import STRATEGIES, hot_set_pins
 from .scenario import MAX_REQUESTS, Scenario
 from .workload import Workload, generate, popularity, replay_trace
@@ -515,13 +523,12 @@ def _fleet_result(sc: Scenario, st: dict) -> SimResult:
     window = sc.duration_s - sc.warmup_s
     summary["gpu_busy_frac"] = counters["busy_s_in_window"] / (N * window)  # the mean over GPUs
     grp = np.argsort(cols["replica"].astype(np.uint8), kind="stable")  # (radix sort: num_replicas <= 64)
-    by_rep = {c: v[grp] for c, v in cols.items()}
+    by_rep = {c: cols[c][grp] for c in REPLICA_INPUTS}
     ends = np.cumsum(np.bincount(cols["replica"], minlength=N))
     rows = []
     for k in range(N):
         lo = ends[k - 1] if k else 0
-        s_k = summarize(sc, {c: v[lo:ends[k]] for c, v in by_rep.items()}, per[k])
-        rows.append({"replica": k, **{c: s_k[c] for c in REPLICA_COLUMNS[1:]}})
+        rows.append({"replica": k, **replica_row(sc, {c: v[lo:ends[k]] for c, v in by_rep.items()}, per[k])})
     replicas = pd.DataFrame(rows, columns=list(REPLICA_COLUMNS))
     dup = np.nan
     if not counters["events_truncated"]:

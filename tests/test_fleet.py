@@ -441,3 +441,22 @@ def test_fleet_fields_coerce_from_json_and_urls():
     with pytest.raises(ValueError, match=r"num_replicas: invalid value '4.5'; allowed: an integer"):
         Scenario.from_dict({"num_replicas": "4.5"})
     assert Scenario().num_replicas == 1 and Scenario().router == "round_robin"
+
+
+@pytest.mark.parametrize("router,kw", [("least_loaded", {}), ("adapter_hash", dict(strategy="slora")),
+                                       ("lora_affinity", dict(arrival_rate_rps=400.0, duration_s=6.0, warmup_s=1.0))])
+def test_replica_rows_are_each_replicas_own_summary(router, kw):
+    """SimResult.replicas (metrics.replica_row, the short path) equals metrics.summarize over each replica's
+    requests and counters, column for column (overload included: unfinished requests, NaN-free rows)."""
+    from engine import fleet as F
+    from engine import sim as S
+    from engine.metrics import REPLICA_COLUMNS, summarize
+    sc = _sc(num_replicas=3, router=router, **kw).validate()
+    r = simulate(sc)
+    st = S._simulate_arrays(sc, None)[2]
+    for k, v in enumerate(F.replica_arrays(st)):
+        m = (r.requests.replica == k).to_numpy()
+        full = summarize(sc, {c: r.requests[c].to_numpy()[m] for c in r.requests.columns}, S._counters(sc, v))
+        row = r.replicas.iloc[k]
+        for c in REPLICA_COLUMNS[1:]:
+            assert row[c] == full[c] or (np.isnan(row[c]) and np.isnan(full[c])), (k, c)
