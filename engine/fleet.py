@@ -233,6 +233,21 @@ def min_step_seconds(ip: np.ndarray, fp: np.ndarray) -> float:
     return lb if math.isfinite(lb) and lb > 0.0 else 0.0
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def gather_requests(Ri, Rf, off, cap, owner, lidx, R_i, R_f):
+    """R_i[:, i] / R_f[:, i] = request i's fields in its replica's block (``owner[i]``, column ``lidx[i]``):
+    the fleet's per-request arrays in arrival order, as one GPU's ``R_i`` / ``R_f``."""
+    for i in range(owner.shape[0]):
+        k = owner[i]
+        c = cap[k]
+        bi = off[k] * L.RI_LEN + lidx[i]
+        bf = off[k] * L.RF_LEN + lidx[i]
+        for f in range(L.RI_LEN):
+            R_i[f, i] = Ri[bi + f * c]
+        for f in range(L.RF_LEN):
+            R_f[f, i] = Rf[bf + f * c]
+
+
 def initial_capacity(n: int, num_replicas: int) -> int:
     """Requests a replica has room for at first under a state-reading router (grown by doubling)."""
     return min(n, int(math.ceil(1.25 * n / num_replicas)) + 64)

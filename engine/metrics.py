@@ -11,6 +11,13 @@ def _pct(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q)) if len(x) else float("nan")
 
 
+def _pcts(x: np.ndarray, qs: tuple) -> list[float]:
+    """``[_pct(x, q) for q in qs]`` in one partition of x (the same values: tests/test_metrics.py)."""
+    if not len(x):
+        return [float("nan")] * len(qs)
+    return [float(v) for v in np.percentile(x, qs)]
+
+
 def summarize(sc, req, counters: dict) -> dict:
     """Flat dict of metrics over requests that arrived in [warmup_s, duration_s).
 
@@ -46,21 +53,23 @@ def summarize(sc, req, counters: dict) -> dict:
         gpu_frac = float((t_m == "gpu").mean()) if len(t_m) else math.nan
         disk_frac = float((t_m == "disk").mean()) if len(t_m) else math.nan
     lw = col("load_wait_ms")[done]
+    t50, t90, t99 = _pcts(ttft, (50, 90, 99))
+    p90, p99 = _pcts(tpot, (90, 99))
     s = {
         "requests": n_req,
         "completed": n_done,
         "not_completed": n_req - n_done,
         "ttft_mean_ms": mean(ttft),
-        "ttft_p50_ms": _pct(ttft, 50),
-        "ttft_p90_ms": _pct(ttft, 90),
-        "ttft_p99_ms": _pct(ttft, 99),
+        "ttft_p50_ms": t50,
+        "ttft_p90_ms": t90,
+        "ttft_p99_ms": t99,
         "frontend_mean_ms": mean(col("frontend_ms")[done]),
         "queue_mean_ms": mean(col("queue_ms")[done]),
         "load_wait_mean_ms": mean(lw),
         "prefill_mean_ms": mean(col("prefill_ms")[done]),
         "tpot_mean_ms": mean(tpot),
-        "tpot_p90_ms": _pct(tpot, 90),
-        "tpot_p99_ms": _pct(tpot, 99),
+        "tpot_p90_ms": p90,
+        "tpot_p99_ms": p99,
         "e2e_mean_ms": mean(col("e2e_ms")[done]),
         "e2e_p99_ms": _pct(col("e2e_ms")[done], 99),
         "throughput_req_s": float(in_win.sum() / window),
@@ -139,13 +148,14 @@ def replica_row(sc, req: dict, counters: dict) -> dict:
     window = sc.duration_s - sc.warmup_s
     fin = req["finish_s"]
     n_done = int(done.sum())
+    t50, t99 = _pcts(ttft, (50, 99))
     return {
         "requests": int(m.sum()),
         "completed": n_done,
         "throughput_req_s": float(((fin >= sc.warmup_s) & (fin < sc.duration_s)).sum() / window),
         "throughput_tok_s": float(counters["tokens_in_window"] / window),
-        "ttft_p50_ms": _pct(ttft, 50),
-        "ttft_p99_ms": _pct(ttft, 99),
+        "ttft_p50_ms": t50,
+        "ttft_p99_ms": t99,
         "swap_rate": float(req["loaded"].astype(bool)[done].sum() / n_done) if n_done else math.nan,
         "loads_total": counters["loads_total"],
         "evictions_total": counters["evictions_total"],
@@ -189,7 +199,9 @@ def adapter_duplication(t, delta, adapter, w0: float, w1: float) -> float:
         return math.nan
     rest = w1 - np.clip(t, w0, w1)  # a change at t holds (or frees) over [max(t, w0), w1)
     copies = float((delta * rest).sum())
-    order = np.argsort(adapter, kind="stable")  # by adapter, in time order within each
+    # by adapter, in time order within each (a radix sort on 16-bit ids: the same stable order)
+    small = len(adapter) and 0 <= adapter.min() and adapter.max() < 65536
+    order = np.argsort(adapter.astype(np.uint16) if small else adapter, kind="stable")
     a, d, r = adapter[order], delta[order], rest[order]
     cs = np.cumsum(d)
     first = np.r_[True, a[1:] != a[:-1]]

@@ -499,9 +499,8 @@ def _fleet_result(sc: Scenario, st: dict) -> SimResult:
     owner = st["owner"]
     N = len(reps)
     # request i is column lidx[i] of its replica's block: gather every field in arrival order
-    off, cap, lidx = st["off"][owner], st["cap"][owner], st["lidx"]
-    R_i = np.stack([st["Ri"][off * L.RI_LEN + f * cap + lidx] for f in range(L.RI_LEN)])
-    R_f = np.stack([st["Rf"][off * L.RF_LEN + f * cap + lidx] for f in range(L.RF_LEN)])
+    R_i, R_f = np.empty((L.RI_LEN, len(owner)), np.int64), np.empty((L.RF_LEN, len(owner)), np.float64)
+    fleet.gather_requests(st["Ri"], st["Rf"], st["off"], st["cap"], owner, st["lidx"], R_i, R_f)
     issued = R_i[L.RI_STATUS] != L.ST_FUTURE
     cols = _request_cols(sc, R_i, R_f)
     cols["replica"] = owner[issued]
