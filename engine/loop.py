@@ -44,10 +44,12 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
  FP_DECODE_STEP, FP_BUCKET, FP_WARMUP, FP_LORA_TOKSLOT,
  # lora_rank_padding "max_rank": the bytes of the largest adapter configured (every request's LoRA cost pads to it)
  FP_LORA_PAD_BYTES,
+ # the smallest adapter's GPU bytes (static memory: once no room can be made for it, none can for any adapter)
+ FP_MIN_ADAPTER,
  # cost_model "kernel" (docs/model.md 5.4): on/off, layers, the spec sheet's peak FLOP/s and HBM bytes/s (no
  # compute_eff / bw_eff), vocabulary and hidden size (the LM head), then FP_KPARAMS: kernels.param_array()
  # (len(PARAM_NAMES) slots) and FP_DENSE_N / FP_DENSE_K: kernels.dense_dims(model, 1) (len(DENSE_OPS) slots each)
- FP_KERNEL, FP_N_LAYERS, FP_PEAK_FLOPS, FP_PEAK_BW, FP_VOCAB, FP_HIDDEN, FP_KPARAMS) = range(33)
+ FP_KERNEL, FP_N_LAYERS, FP_PEAK_FLOPS, FP_PEAK_BW, FP_VOCAB, FP_HIDDEN, FP_KPARAMS) = range(34)
 FP_DENSE_N = FP_KPARAMS + len(PARAM_NAMES)
 FP_DENSE_K = FP_DENSE_N + len(DENSE_OPS)
 FP_LEN = FP_DENSE_K + len(DENSE_OPS)
@@ -1070,7 +1072,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             i = wq_head
             scanned = 0
             prefetch_only = False
-            # Once every GPU slot is held by an adapter in use (a miss found no victim), no
+            # Once every GPU slot is held by an adapter in use (a miss found no victim), or in static memory no
+            # room could be made for an adapter as small as the smallest (SF_NOROOM), no
             # absent adapter can get one in this step: requests that need one are passed over
             # unchecked (vLLM checks max_loras before the token budget) and only requests of
             # resident adapters can still start.  ``rem`` counts those still ahead in the
@@ -1110,8 +1113,10 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                     break
                 elif ip[IP_STRICT]:
                     break
-                elif (code == ADM_NOSLOT and not res_only and not ip[IP_PREFETCH] and ip[IP_SLOTS] > 0
-                      and S_i[SI_NRES] >= ip[IP_SLOTS]):
+                elif (code == ADM_NOSLOT and not res_only and not ip[IP_PREFETCH]
+                      and ((ip[IP_SLOTS] > 0 and S_i[SI_NRES] >= ip[IP_SLOTS])
+                           or (not ip[IP_UNIFIED] and S_f[SF_NOROOM] <= fp[FP_MIN_ADAPTER]))):
+                    # (or the adapter memory is full of adapters in use: the no-room memo covers every size)
                     res_only = True
                     for j in range(S_i[SI_NRES]):
                         rem += A_i[AI_WAIT, res_list[j]]

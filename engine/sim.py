@@ -162,6 +162,7 @@ def _build(sc: Scenario, wl: Workload):
     fp[L.FP_LORA_SLOT] = sc.lora_ms_per_slot / 1e3
     fp[L.FP_LORA_TOKSLOT] = sc.lora_us_per_token_slot / 1e6
     fp[L.FP_LORA_PAD_BYTES] = float(sizes.max()) if len(sizes) else 0.0  # the largest adapter configured
+    fp[L.FP_MIN_ADAPTER] = float(membytes.min()) if len(membytes) else 0.0
     fp[L.FP_PREFILL_TOK] = sc.prefill_ms_per_token / 1e3
     fp[L.FP_DECODE_STEP] = sc.decode_ms_per_token / 1e3
     fp[L.FP_BUCKET] = bucket

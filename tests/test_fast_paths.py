@@ -96,6 +96,10 @@ NOROOM = {
     "batch": ("default", dict(strategy="batch", duration_s=60.0, warmup_s=5.0, arrival_rate_rps=20.0)),
     "oracle": ("default", dict(strategy="oracle", duration_s=60.0, warmup_s=5.0)),
     "async-prefetch": ("default", dict(strategy="hot_set", load_mode="async", duration_s=60.0, warmup_s=5.0)),
+    # a standing queue with the adapter memory full of adapters in use: the scan stops once no request of a held
+    # adapter is left (the no-room memo covers the smallest adapter)
+    "hot_set-queue": ("default", dict(strategy="hot_set", duration_s=60.0, warmup_s=5.0, arrival_rate_rps=21.0)),
+    "naive-queue": ("default", dict(strategy="naive", duration_s=40.0, warmup_s=5.0, arrival_rate_rps=30.0)),
 }
 
 
@@ -353,3 +357,25 @@ def test_the_hot_path_is_compiled_without_reference_counting():
                 assert obj.targetoptions.get("_nrt") is False, f"{mod.__name__}.{name}"
                 seen += 1
     assert seen > 40
+
+
+def test_a_small_adapter_still_gets_the_room_a_large_one_could_not():
+    """The queue scan passes over absent adapters only once no room can be made for the smallest adapter: with
+    144 MiB of adapter memory, a 128 MiB adapter in use and another 128 MiB one waiting (no room, no victim),
+    a 16 MiB adapter queued behind it still starts in the same pass (and equals the full-search reference)."""
+    from engine.workload import Workload
+    mib = 2 ** 20
+    sc = Scenario.from_preset("default", strategy="hot_set", hot_set_k=0, adapter_ranks=(8, 64), adapter_rank=64,
+                              num_adapters=8,
+                              vram_budget_gb=144 * mib / 2 ** 30, duration_s=5.0, warmup_s=0.0).validate()
+    wl = Workload(np.zeros(3), np.array([1, 3, 0]), np.full(3, 64), np.full(3, 8))
+    out = []
+    for fast in (1, 0):
+        arr = sim._build(sc, wl)
+        assert list(arr["A_i"][L.AI_MEMBYTES, [1, 3, 0]]) == [128 * mib, 128 * mib, 16 * mib]
+        arr["ip"][L.IP_FASTSKIP] = fast
+        L.run_loop(*[arr[k] for k in sim.LOOP_ARGS])
+        out.append(arr)
+    _assert_same(*out)
+    admit = out[0]["R_f"][L.RF_ADMIT]
+    assert admit[2] == admit[0] < admit[1]  # the small one with the first, the large one after it finished
