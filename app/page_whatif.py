@@ -312,13 +312,15 @@ def render() -> None:
     e[0].download_button("Per-request CSV", data=lambda: exports.requests_csv(req_frames), file_name="requests.csv",
                          mime="text/csv", key="dl_requests", icon=":material/download:", width="stretch",
                          help="Every simulated request of every strategy (one row per request, built on click).")
-    e[1].download_button("Summary CSV", data=exports.summary_csv(summaries, sc), file_name="summary.csv",
+    e[1].download_button("Summary CSV", data=lambda: exports.summary_csv(summaries, sc), file_name="summary.csv",
                          mime="text/csv", key="dl_summary", icon=":material/download:", width="stretch",
-                         help="One row per strategy with every summary metric, then the scenario's fields.")
-    e[2].download_button("Time-series CSV", data=exports.timeseries_csv({s: r["timeseries"] for s, r in results.items()}),
+                         help="One row per strategy with every summary metric, then the scenario's fields (built on "
+                              "click).")
+    ts_frames = {s: r["timeseries"] for s, r in results.items()}
+    e[2].download_button("Time-series CSV", data=lambda: exports.timeseries_csv(ts_frames),
                          file_name="timeseries.csv", mime="text/csv", key="dl_timeseries",
                          icon=":material/download:", width="stretch",
-                         help="Queue, batch, residency, loads and memory over time, per strategy.")
+                         help="Queue, batch, residency, loads and memory over time, per strategy (built on click).")
     e[3].download_button("scenario.json", data=exports.scenario_json(sc.replace(strategy=baseline), state.strategies,
                                                                    n_reps),
                          file_name="scenario.json", mime="application/json", key="dl_scenario",
