@@ -126,7 +126,8 @@ def _holds_known(k, a, t, off, cap, ip, Ri, S_i, S_f, A_i, qc, qr):
     True when the state is current or its residency cannot change before t (``qr``); else an absent adapter
     stays absent unless a request for it waits or arrives (only they load it), and a held one stays held
     while a running request uses it (pick_victim never evicts an adapter in use), i.e. until a request
-    finishes (``qc``) or, with on-demand KV, one is preempted."""
+    finishes (``qc``) or, with on-demand KV, one is preempted, or, in static memory, while nobody waits and
+    every request not taken in yet has its adapter held (no load, hence no eviction)."""
     if t < qr[k] or _current(k, t, S_i, S_f):
         return True
     if A_i[k, L.AI_STATE, a] == L.AS_ABSENT:
@@ -138,7 +139,18 @@ def _holds_known(k, a, t, off, cap, ip, Ri, S_i, S_f, A_i, qc, qr):
             if Ri[o * L.RI_LEN + L.RI_ADAPTER * c + r] == a:
                 return False
         return True
-    return A_i[k, L.AI_REF, a] > 0 and t < qc[k] and ip[k, L.IP_ONDEMAND] == 0
+    if A_i[k, L.AI_REF, a] > 0 and t < qc[k] and ip[k, L.IP_ONDEMAND] == 0:
+        return True
+    # held and idle: in static memory an adapter is evicted only to make room for a load, and only a request for
+    # an absent adapter needs one (unified memory: KV admission and growth evict idle adapters too)
+    if ip[k, L.IP_UNIFIED] or S_i[k, L.SI_NWAIT] > 0:
+        return False
+    o = off[k]
+    c = cap[k]
+    for r in range(S_i[k, L.SI_NEXTARR], S_i[k, L.SI_NKNOWN]):
+        if A_i[k, L.AI_STATE, Ri[o * L.RI_LEN + L.RI_ADAPTER * c + r]] == L.AS_ABSENT:
+            return False
+    return True
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -198,6 +198,8 @@ QUIET_CASES = [
     ("least_loaded", dict(strategy="slora", load_mode="async")),
     ("lora_affinity", dict(kv_reservation="on_demand", strategy="vllm")),
     ("lora_affinity", dict(strategy="vllm", max_loras=2, num_adapters=400, zipf_s=0.6, arrival_rate_rps=30.0)),
+    ("lora_affinity", dict(strategy="vllm", max_loras=2, num_adapters=400, zipf_s=0.6, arrival_rate_rps=90.0,
+                           duration_s=15.0, warmup_s=1.0)),  # standing queues with churn: idle adapters evicted
     ("lora_affinity", dict(strategy="slora", kv_reservation="on_demand", load_mode="async", num_adapters=300)),
     ("least_loaded", dict(arrival_rate_rps=90.0, duration_s=12.0, warmup_s=1.0)),
     ("least_loaded", dict(max_in_system=6, arrival_rate_rps=40.0)),
@@ -307,7 +309,8 @@ def test_count_bound_is_the_fewest_tokens_left(n_wait):
 def test_a_held_adapter_is_known_held_only_while_it_is_in_use_and_nothing_finishes():
     """fleet._holds_known on a replica left behind (t past its residency bound): an adapter used by a running
     request stays held until a request may finish (qc) and, with on-demand KV, not even then (preemption frees
-    it); an absent adapter stays absent while no request for it waits."""
+    it); an idle one stays held in static memory while no load can come (nobody waits, every arrival not taken
+    in has its adapter held); an absent adapter stays absent while no request for it waits."""
     from engine import fleet
     st = _paused_fleet_state(0, n_run=2)
     A_i, ip = st["A_i"], st["ip"]
@@ -319,11 +322,24 @@ def test_a_held_adapter_is_known_held_only_while_it_is_in_use_and_nothing_finish
     def known(a, t):
         return fleet._holds_known(0, a, t, st["off"], st["cap"], ip, st["Ri"], st["S_i"], st["S_f"], A_i, qc, qr)
     assert known(1, 1.5)  # before the residency bound: anything
+    S_i, c = st["S_i"], st["cap"][0]
+    S_i[0, L.SI_NWAIT] = 1  # a request waits: the next pass may load, hence evict
     ip[0, L.IP_ONDEMAND] = 0
     assert known(0, 3.0) and not known(0, 6.0)  # in use: held until a request may finish
     ip[0, L.IP_ONDEMAND] = 1
     assert not known(0, 3.0)  # on-demand KV may preempt its requests first
-    assert not known(1, 3.0)  # idle: any scheduling pass may evict it
+    assert not known(1, 3.0)  # idle: the pass may evict it
+    S_i[0, L.SI_NWAIT] = 0
+    assert known(1, 3.0) and known(0, 6.0)  # nobody waits and nothing arrived: no load, so no eviction
+    S_i[0, L.SI_NEXTARR] -= 1  # the last request arrived, not taken in yet; its adapter:
+    st["Ri"][L.RI_ADAPTER * c + c - 1] = 0
+    assert known(1, 3.0)  # held: no load
+    st["Ri"][L.RI_ADAPTER * c + c - 1] = 2
+    assert not known(1, 3.0)  # absent: its load may evict the idle adapter
+    S_i[0, L.SI_NEXTARR] += 1
+    ip[0, L.IP_UNIFIED] = 1
+    assert not known(1, 3.0)  # unified memory: KV admission evicts idle adapters
+    ip[0, L.IP_UNIFIED] = 0
     assert known(2, 3.0)  # absent, nobody asks for it
     A_i[0, L.AI_WAIT, 2] = 1
     assert not known(2, 3.0)
