@@ -11,7 +11,8 @@ finished requests.  See docs/model.md for the equations.
 Every function here is compiled without Numba's reference counting (``_nrt=False``): nothing in the loop
 allocates (scratch comes in ``wf`` / ``wi``), and with it on, the atomic increments and decrements of the
 array arguments of every helper call took about a third of the loop's time (perf, engine 0.5).
-tests/test_fast_paths.py checks that the compiled loop holds no reference-count call.
+tests/test_fast_paths.py checks that every jitted function of the loop, the fleet and their callees is declared
+so (Numba then refuses to compile an allocation in any of them).
 
 Constant arguments of jitted callees are passed as ``np.int64(...)`` / ``np.bool_(...)`` where the callee is
 also called with other values: Numba compiles one specialization per literal value (bench/cold_start.py counts
