@@ -59,6 +59,13 @@ def _advance(k, off, cap, eoff, ecap, ip, fp, Ri, Rf, A_i, A_f, al, S_i, S_f, wq
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _arrival_bound(ip, k, t_arr, output, dt_min):
+    """The earliest replica k's outstanding count can fall because of a request arriving at ``t_arr`` and not
+    taken in yet: at its arrival if max_in_system may refuse it, else when its ``output`` tokens are done."""
+    return t_arr if ip[k, L.IP_MAX_INSYS] > 0 else t_arr + output * dt_min
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _bounds(k, off, cap, ip, Ri, Rf, S_i, S_f, wq, running, dt_min, qc, qr):
     """Lower bounds, from replica k's paused state and its known requests, on the first instant at which
     its outstanding count (``qc[k]``) and its adapter residency (``qr[k]``) can change.
@@ -104,7 +111,7 @@ def _bounds(k, off, cap, ip, Ri, Rf, S_i, S_f, wq, running, dt_min, qc, qr):
         ta = Rf[bf + L.RF_ARR * c + r]
         if ta < qres:
             qres = ta
-        d = ta if ip[k, L.IP_MAX_INSYS] > 0 else ta + Ri[bi + L.RI_OUTPUT * c + r] * dt_min
+        d = _arrival_bound(ip, k, ta, Ri[bi + L.RI_OUTPUT * c + r], dt_min)
         if d < q:
             q = d
     qc[k] = q
@@ -211,7 +218,7 @@ def run_fleet(code, slack, routes, start, arr_t, arr_a, arr_p, arr_o, arr_b, own
             S_f[k, L.SF_WAKE] = t
         if t < qr[k]:
             qr[k] = t
-        d = t if ip[k, L.IP_MAX_INSYS] > 0 else t + arr_o[i] * dt_min
+        d = _arrival_bound(ip, k, t, arr_o[i], dt_min)
         if d < qc[k]:
             qc[k] = d
     for k in range(nr):

@@ -76,16 +76,21 @@ def test_fast_path_is_taken_and_bounded_by_on_demand_blocks():
        prompt=st.integers(1, 600), batch=st.integers(1, 64), ondemand=st.booleans(), block=st.sampled_from([1, 16]),
        seed=st.integers(0, 10_000))
 def test_random_scenarios_agree(strategy, rate, out, prompt, batch, ondemand, block, seed):
-    kw = dict(strategy=strategy, arrival_rate_rps=rate, output_tokens=out, prompt_tokens=prompt, max_batch_size=batch,
-              duration_s=12.0, warmup_s=1.0, seed=seed, kv_block_tokens=block)
+    random_scenario_agrees(dict(strategy=strategy, arrival_rate_rps=rate, output_tokens=out, prompt_tokens=prompt,
+                                max_batch_size=batch, duration_s=12.0, warmup_s=1.0, seed=seed, kv_block_tokens=block),
+                           ondemand)
+
+
+def random_scenario_agrees(kw: dict, ondemand: bool) -> None:
+    """The default preset with ``kw`` (on-demand KV if ``ondemand``): decode runs equal stepping, every array;
+    a combination the engine refuses is skipped (its refusal is checked elsewhere)."""
     if ondemand:
-        kw["kv_reservation"] = "on_demand"
+        kw = {**kw, "kv_reservation": "on_demand"}
     try:
         sc = Scenario.from_preset("default", **kw).validate()
     except ValueError:
-        return  # a combination the engine refuses (checked elsewhere)
-    a, b = _both(sc)
-    _assert_same(a, b)
+        return
+    _assert_same(*_both(sc))
 
 
 NOROOM = {

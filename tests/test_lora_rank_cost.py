@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_fast_paths import _assert_same, _both
+from test_fast_paths import _assert_same, _both, random_scenario_agrees
 
 from engine import ENUMS, STRATEGIES, Scenario, presets, simulate
 from engine import loop as L
@@ -302,14 +302,6 @@ def test_decode_runs_equal_the_step_by_step_reference_with_padding(case, mode):
        seed=st.integers(0, 10_000))
 def test_random_padded_scenarios_agree_with_the_reference(strategy, mode, ranks, rate, out, prompt, batch, ondemand,
                                                           seed):
-    kw = dict(strategy=strategy, lora_rank_padding=mode, adapter_ranks=ranks, adapter_rank=max(ranks),
-              arrival_rate_rps=rate, output_tokens=out, prompt_tokens=prompt, max_batch_size=batch, duration_s=12.0,
-              warmup_s=1.0, seed=seed)
-    if ondemand:
-        kw["kv_reservation"] = "on_demand"
-    try:
-        sc = Scenario.from_preset("default", **kw).validate()
-    except ValueError:
-        return  # a combination the engine refuses (checked elsewhere)
-    a, b = _both(sc)
-    _assert_same(a, b)
+    random_scenario_agrees(dict(strategy=strategy, lora_rank_padding=mode, adapter_ranks=ranks,
+                                adapter_rank=max(ranks), arrival_rate_rps=rate, output_tokens=out, prompt_tokens=prompt,
+                                max_batch_size=batch, duration_s=12.0, warmup_s=1.0, seed=seed), ondemand)
