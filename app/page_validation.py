@@ -730,7 +730,7 @@ def _targets_section(tables: dict[str, pd.DataFrame], report: str | None) -> Non
                            f"written by `{GENERATE_CMD}`; regenerate them together.", icon=":material/sync_problem:")
     if report is None:
         st.info(f"The validation report (docs/validation.md) has not been generated yet.  Generate it from the "
-                f"repository root with\n\n`{GENERATE_CMD}`\n\n(about 6 minutes; it needs shared/reference-data).",
+                f"repository root with\n\n`{GENERATE_CMD}`\n\n(about 6 minutes; it reads the measurements shipped in engine/data/reference).",
                 icon=":material/description:")
         return
     head = report_header(report)
@@ -837,7 +837,7 @@ def _dataset_section(ds: Dataset, table: pd.DataFrame | None, error: str | None)
     if table is None:
         st.info(f"The per-run error table docs/validation/{ds.csv} has not been generated yet.  Generate it (with "
                 f"docs/validation.md) from the repository root with\n\n`{GENERATE_CMD}`\n\n(about 6 minutes; it "
-                "needs shared/reference-data; `--quick` writes `*_quick.csv` files, which this page does not "
+                "reads engine/data/reference; `--quick` writes `*_quick.csv` files, which this page does not "
                 "read), then reload this page.", icon=":material/fact_check:")
         return
     runs = table.drop_duplicates("case")

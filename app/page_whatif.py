@@ -194,9 +194,15 @@ def render() -> None:
     sc = state.scenario
     trace = st.session_state.get("_trace")
     if trace is not None:
-        st.info(f"Replaying the uploaded trace **{trace['name']}** ({trace['size'] / 1e6:.1f} MB): the sidebar's arrival "
-                "process, rate, lengths and popularity are replaced by the trace; requests arriving after the "
-                "duration are dropped.", icon=":material/replay:")
+        header = trace["data"][:4096].split(b"\n", 1)[0].decode("utf-8", "replace")
+        if "arrived_at" in header and "adapter_id" not in header:  # the Azure/Vidur form: adapters drawn here
+            how = (f"its arrival times (divided by trace_time_scale = {sc.trace_time_scale:g}) and lengths replace "
+                   "the sidebar's arrival process, rate and lengths; each request's adapter is drawn from the "
+                   f"sidebar's popularity model ({sc.popularity}) with seed {sc.seed}")
+        else:
+            how = "the sidebar's arrival process, rate, lengths and popularity are replaced by the trace"
+        st.info(f"Replaying the uploaded trace **{trace['name']}** ({trace['size'] / 1e6:.1f} MB): {how}; requests "
+                "arriving after the duration are dropped.", icon=":material/replay:")
 
     c_reps, c_obj, _ = st.columns([1, 1, 3], vertical_alignment="bottom")
     n_reps = int(c_reps.number_input(
@@ -341,8 +347,11 @@ def render() -> None:
     with u2:
         st.file_uploader("Replay a trace CSV", type=["csv"], key="trace_upload", on_change=_on_trace_upload,
                          max_upload_size=runner.MAX_UPLOAD_MB,
-                         help=f"Columns arrival_s, adapter_id, prompt_tokens, output_tokens; at most "
-                              f"{runner.MAX_UPLOAD_MB} MB. Replayed instead of the generated workload.")
+                         help=f"Columns arrival_s, adapter_id, prompt_tokens, output_tokens (as the examples "
+                              f"below), or an Azure LLM inference trace as processed by Vidur: arrived_at, "
+                              f"num_prefill_tokens, num_decode_tokens (adapter_id optional: else drawn from this "
+                              f"scenario's popularity model and seed; arrival times divided by trace_time_scale). "
+                              f"At most {runner.MAX_UPLOAD_MB} MB. Replayed instead of the generated workload.")
         if st.session_state.get("_trace_error"):
             st.error(st.session_state["_trace_error"], icon=":material/error:")
         ex = st.columns(len(TRACES))
@@ -353,7 +362,9 @@ def render() -> None:
                                 help=f"{TRACES[name].get('label', name)} in the upload format, adapters drawn by "
                                      f"this scenario's popularity model and seed (built on click). "
                                      f"{TRACE_CITATION}")
-        st.caption("Example traces: " + TRACE_CITATION + ". Or pick one as the sidebar's traffic source.")
+        st.caption("Example traces: " + TRACE_CITATION + ". Or pick one as the sidebar's traffic source. Uploads "
+                   "in either format: arrival_s, adapter_id, prompt_tokens, output_tokens, or the Azure/Vidur "
+                   "arrived_at, num_prefill_tokens, num_decode_tokens.")
         if trace is not None and st.button("Stop replaying the trace", key="stop_trace"):
             st.session_state.pop("_trace", None)
             st.rerun()

@@ -43,7 +43,7 @@ DENSE_OPS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 #: Order of the parameter array the jitted kernels take (``param_array``).
 PARAM_NAMES = ("eta_c", "tau_c_us", "eta_m", "tau_m_us", "alpha", "gamma")
 #: Fitted by engine.calibration.kernel_fit.fit_kernel_params() on
-#: shared/reference-data/kernel_profiles/vidur_linear_ops.csv (all 4,176 rows; soft-L1 least squares on
+#: engine/data/reference/kernel_profiles/vidur_linear_ops.csv (all 4,176 rows; soft-L1 least squares on
 #: the log error of each operator's time); tests/test_kernels.py checks that a refit reproduces them.
 KERNEL_PARAMS: dict[str, float] = {
     "eta_c": 0.7763,     # achieved share of the dense FP16 peak (large GEMMs)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from .popularity import popularity
 from .presets.scenarios import TRACES
-from .scenario import TRACE_FILE_COLUMNS, Scenario, shipped_trace_file
+from .scenario import TRACE_FILE_COLUMNS, Scenario, _check_time_scale, shipped_trace_file
 
 # Order of the spawned child streams: one per activity.
 STREAM_ARRIVALS, STREAM_ADAPTERS, STREAM_PROMPT, STREAM_OUTPUT = range(4)
@@ -149,14 +149,58 @@ def shipped_trace(name: str, scenario: Scenario | None = None, window: bool = Tr
 
 
 TRACE_COLUMNS = ("arrival_s", "adapter_id", "prompt_tokens", "output_tokens")
+#: The other format ``read_trace`` reads: the public Azure LLM inference traces as processed by Vidur (the
+#: shipped files' columns, ``TRACE_FILE_COLUMNS``); an ``adapter_id`` column may come with them.
+AZURE_TRACE_COLUMNS = TRACE_FILE_COLUMNS
 MAX_TRACE_ROWS = 1_000_000
+_ACCEPTED = (f"{', '.join(TRACE_COLUMNS)} (the upload format), or {', '.join(AZURE_TRACE_COLUMNS)} and optionally "
+             "adapter_id (an Azure LLM inference trace as processed by Vidur)")
+
+
+def _trace_format(columns) -> bool:
+    """True for the Azure/Vidur format, False for ours; ValueError for a header of neither or of both."""
+    cols = set(columns)
+    ours = [c for c in TRACE_COLUMNS if c in cols and c != "adapter_id"]
+    azure = [c for c in AZURE_TRACE_COLUMNS if c in cols]
+    if ours and azure:
+        raise ValueError(f"trace: columns of both formats ({', '.join(ours)}; {', '.join(azure)}); allowed: "
+                         f"one of {_ACCEPTED}")
+    if azure:
+        missing = [c for c in AZURE_TRACE_COLUMNS if c not in cols]
+        if missing:
+            raise ValueError(f"trace: missing column(s) {', '.join(missing)}; required: "
+                             f"{', '.join(AZURE_TRACE_COLUMNS)} (adapter_id optional)")
+        return True
+    if not ours:
+        raise ValueError(f"trace: missing column(s): the header ({', '.join(map(str, columns))}) matches neither "
+                         f"format; required: {_ACCEPTED}")
+    missing = [c for c in TRACE_COLUMNS if c not in cols]
+    if missing:
+        raise ValueError(f"trace: missing column(s) {', '.join(missing)}; required: {', '.join(TRACE_COLUMNS)}")
+    return False
 
 
 def read_trace(src, sc: Scenario) -> Workload:
-    """Read a trace CSV (``arrival_s, adapter_id, prompt_tokens, output_tokens``).
+    """Read a trace CSV in either of two formats, told apart by the header (other columns are ignored):
 
-    ``src`` is a path, a file-like object or CSV text.  Raises ValueError naming the
-    first bad row (1-based, counting the header as row 1) and column.
+    * ``arrival_s, adapter_id, prompt_tokens, output_tokens`` (the upload format, as ``shipped_trace(name,
+      scenario)`` writes it): every row, as in the file; ``simulate`` replays the rows arriving before
+      ``duration_s``.
+    * ``arrived_at, num_prefill_tokens, num_decode_tokens`` (the public Azure LLM inference traces as processed
+      by Vidur: the shipped files' format), optionally with ``adapter_id``: read as a shipped trace is replayed
+      (``replay_trace``): arrival times ``arrived_at / sc.trace_time_scale``; only the rows arriving before
+      ``sc.duration_s`` (a prefix) are returned; without ``adapter_id`` their adapters are drawn from the
+      scenario's popularity model on the adapter stream of ``sc.seed`` (the draws ``replay_trace`` and
+      ``shipped_trace`` make: the same for every strategy, deterministic).  So the raw shipped file read with a
+      preset that replays it, ``simulate(preset.replace(trace=""), trace=read_trace(file, preset))``, repeats
+      ``simulate(preset)``.  Every row must be well formed (numbers, token counts >= 1, non-decreasing
+      arrivals, ``adapter_id`` below ``num_adapters``), but the scenario's token limits (``max_batched_tokens``,
+      the KV bound) apply only to the rows replayed, as ``Scenario.validate`` applies them to a shipped trace;
+      no row replayed (the first arrival at or after ``duration_s``) is an error.
+
+    Either way at most ``MAX_TRACE_ROWS`` rows.  ``src`` is a path, a file-like object or CSV text.  Raises
+    ValueError naming the first bad row (1-based, counting the header as row 1) and column (as named in the
+    file), or the columns missing when the header is of neither format (or mixes both).
     """
     if isinstance(src, str) and "\n" in src:
         src = io.StringIO(src)
@@ -164,43 +208,56 @@ def read_trace(src, sc: Scenario) -> Workload:
         df = pd.read_csv(src, dtype=str, keep_default_na=False, nrows=MAX_TRACE_ROWS + 1)
     except Exception as e:  # pandas raises many types for malformed CSV
         raise ValueError(f"trace: not a readable CSV ({e})") from None
-    missing = [c for c in TRACE_COLUMNS if c not in df.columns]
-    if missing:
-        raise ValueError(f"trace: missing column(s) {', '.join(missing)}; required: {', '.join(TRACE_COLUMNS)}")
+    azure = _trace_format(df.columns)
     if len(df) == 0:
         raise ValueError("trace: no rows")
     if len(df) > MAX_TRACE_ROWS:
         raise ValueError(f"trace: more than {MAX_TRACE_ROWS} rows; allowed: at most {MAX_TRACE_ROWS}")
-    arr = pd.to_numeric(df["arrival_s"], errors="coerce").to_numpy(np.float64)
-    ad = pd.to_numeric(df["adapter_id"], errors="coerce").to_numpy(np.float64)
-    pt = pd.to_numeric(df["prompt_tokens"], errors="coerce").to_numpy(np.float64)
-    ot = pd.to_numeric(df["output_tokens"], errors="coerce").to_numpy(np.float64)
+    a_col, p_col, o_col = AZURE_TRACE_COLUMNS if azure else (TRACE_COLUMNS[0], *TRACE_COLUMNS[2:])
+    has_ad = "adapter_id" in df.columns
+    arr = pd.to_numeric(df[a_col], errors="coerce").to_numpy(np.float64)
+    ad = pd.to_numeric(df["adapter_id"], errors="coerce").to_numpy(np.float64) if has_ad else None
+    pt = pd.to_numeric(df[p_col], errors="coerce").to_numpy(np.float64)
+    ot = pd.to_numeric(df[o_col], errors="coerce").to_numpy(np.float64)
+    if azure:
+        _check_time_scale(sc.trace_time_scale)
+        arr = arr / sc.trace_time_scale
+        replayed = arr < sc.duration_s  # the scenario's limits apply to these rows (NaN: no)
+    else:
+        replayed = True  # every row
     kv_cap = max(sc.max_request_tokens(), sc.max_fitting_request_tokens())
     chunked = sc.chunked_prefill_on()  # a prompt longer than the token budget spans steps
     pmax = kv_cap if chunked else sc.max_batched_tokens
     checks = [
-        ("arrival_s", ~np.isfinite(arr) | (arr < 0), "a number >= 0"),
+        (a_col, ~np.isfinite(arr) | (arr < 0), "a number >= 0"),
         ("adapter_id", ~np.isfinite(ad) | (ad < 0) | (ad >= sc.num_adapters) | (ad != np.floor(ad)),
-         f"an integer in [0, {sc.num_adapters - 1}] (num_adapters)"),
-        ("prompt_tokens", ~np.isfinite(pt) | (pt < 1) | (pt != np.floor(pt)) | (pt > pmax),
+         f"an integer in [0, {sc.num_adapters - 1}] (num_adapters)") if has_ad else None,
+        (p_col, ~np.isfinite(pt) | (pt < 1) | (pt != np.floor(pt)) | (replayed & (pt > pmax)),
          f"an integer in [1, {pmax}]" + ("" if chunked else " (max_batched_tokens; chunked prefill would split longer prompts)")),
-        ("output_tokens", ~np.isfinite(ot) | (ot < 1) | (ot != np.floor(ot)),
+        (o_col, ~np.isfinite(ot) | (ot < 1) | (ot != np.floor(ot)),
          "an integer >= 1"),
     ]
     first = None
-    for col, mask, allowed in checks:
+    for col, mask, allowed in filter(None, checks):
         idx = np.flatnonzero(mask)
         if len(idx) and (first is None or idx[0] < first[0]):
             first = (idx[0], col, allowed)
-    too_long = np.flatnonzero(np.nan_to_num(pt) + np.nan_to_num(ot) > kv_cap)
+    too_long = np.flatnonzero(replayed & (np.nan_to_num(pt) + np.nan_to_num(ot) > kv_cap))
     if len(too_long) and (first is None or too_long[0] < first[0]):
-        first = (too_long[0], "prompt_tokens", f"prompt_tokens + output_tokens <= {kv_cap} (the longest request "
+        first = (too_long[0], p_col, f"{p_col} + {o_col} <= {kv_cap} (the longest request "
                  "whose KV cache fits in the scenario's memory next to its adapter budget)")
     if first is None:
         dec = np.flatnonzero(np.diff(arr) < 0)
         if len(dec):
-            first = (dec[0] + 1, "arrival_s", "non-decreasing arrival times")
+            first = (dec[0] + 1, a_col, "non-decreasing arrival times")
+    if first is None and azure and not replayed[0]:
+        first = (0, a_col, f"at least one request replayed: {a_col} / trace_time_scale "
+                 f"({sc.trace_time_scale:g}) < duration_s ({sc.duration_s:g} s)")
     if first is not None:
         i, col, allowed = first
         raise ValueError(f"trace: row {i + 2}: {col}={df[col].iloc[i]!r}; allowed: {allowed}")
-    return Workload(arr, ad.astype(np.int64), pt.astype(np.int64), ot.astype(np.int64))
+    if not azure:
+        return Workload(arr, ad.astype(np.int64), pt.astype(np.int64), ot.astype(np.int64))
+    n = int(np.searchsorted(arr, sc.duration_s, side="left"))  # the rows replayed: a prefix, as replay_trace's
+    ad = ad[:n].astype(np.int64) if has_ad else draw_adapters(sc, streams(sc.seed)[STREAM_ADAPTERS], n)
+    return Workload(arr[:n].copy(), ad, pt[:n].astype(np.int64), ot[:n].astype(np.int64))

@@ -12,9 +12,6 @@ from engine import Scenario, simulate
 from engine import calibration as C
 
 ROOT = Path(__file__).resolve().parents[1]
-REF = ROOT.parent / "shared" / "reference-data"
-needs_ref = pytest.mark.skipif(not (REF / "vllm_llama31_8b_multilora_runs.csv").is_file(),
-                               reason="shared/reference-data not present")
 
 BASE = Scenario.from_preset("a100-light", strategy="naive", duration_s=30.0, warmup_s=5.0, seed=3)
 TRUE = {"compute_eff": 0.45, "bw_eff": 0.65}
@@ -128,7 +125,6 @@ def test_cli_calibrate_errors_exit_2_with_one_line(tmp_path, content, args, matc
     assert len(lines) == 1 and match in lines[0], r.stderr
 
 
-@needs_ref
 def test_vllm_feasibility_accuracy_on_all_runs():
     t = C.feasibility_table()
     assert len(t) == 163
@@ -159,7 +155,6 @@ def test_vllm_trace_rates_and_lengths():
     assert wl.output_tokens.mean() == pytest.approx(194, rel=0.15)
 
 
-@needs_ref
 def test_reference_adapters_build_valid_cases():
     sl = C.slora_cases(include_ablation=True)
     assert len(sl) == 25
@@ -183,7 +178,6 @@ def test_reference_adapters_build_valid_cases():
     assert m["request_throughput"] > 0
 
 
-@needs_ref
 def test_validate_quick_writes_report(tmp_path):
     out = tmp_path / "validation.md"
     r = _cli("validate", "--out", str(out), "--quick", "--no-plots")
@@ -214,7 +208,6 @@ def _report_rows(name: str) -> pd.DataFrame:
     return pd.read_csv(ROOT / "docs" / "validation" / name)
 
 
-@needs_ref
 @pytest.mark.parametrize("preset,gpu,n", [("slora-a10g-s1", "a10g", 2), ("slora-a100-80-s1", "a100-80gb", 4)])
 def test_slora_presets_carry_the_reported_fit(preset, gpu, n):
     """The calibrated preset's parameters reproduce docs/validation's simulated numbers
@@ -230,7 +223,6 @@ def test_slora_presets_carry_the_reported_fit(preset, gpu, n):
             assert m[metric] == pytest.approx(rep, rel=2e-3), (c.name, metric)
 
 
-@needs_ref
 def test_vllm_preset_carries_the_reported_fit():
     rows = _report_rows("vllm_errors.csv")
     vals = {p: Scenario.from_preset("vllm-llama31-8b").to_dict()[p] for p in C.VLLM_PARAMS}

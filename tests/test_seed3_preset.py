@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from engine import Scenario, presets, simulate
-from engine.calibration import VLLM_PARAMS, calibration_status
+from engine.calibration import REF_DIR, VLLM_PARAMS, calibration_status
 from engine.costs import load_seconds
 from engine.presets.scenarios import SCENARIOS, SEED3_DISK_TO_CPU_MS, SEED3_FROM_VLLM_FIT
 from engine.studies import SEED3_PRESET, SEED3_ROOFLINE_PRESET, mode
 from engine.studies.vllm_multilora import seed3_module_bytes, seed3_specs
 
 ROOT = Path(__file__).resolve().parent.parent
-LOAD_TIMES = ROOT.parent / "shared" / "reference-data" / "vllm_lora_load_times.csv"
+LOAD_TIMES = REF_DIR / "vllm_lora_load_times.csv"
 PRESET = Scenario.from_preset(SEED3_PRESET)
 FIT = Scenario.from_preset("vllm-llama31-8b")
 
@@ -81,7 +81,6 @@ def test_disk_time_of_one_adapter_is_the_measured_repeat_read():
     assert load_seconds(b, PRESET.pcie_gbps, PRESET.load_latency_ms) * 1e3 == pytest.approx(6.27, abs=0.01)
 
 
-@pytest.mark.skipif(not LOAD_TIMES.is_file(), reason="shared/reference-data not present")
 def test_disk_time_is_the_csv_row():
     rows = list(csv.DictReader(LOAD_TIMES.open()))
     rep = [r for r in rows if r["model"] == "llama-3.1-8b-instruct" and r["stage"] == "disk_to_cpu_repeat"]

@@ -14,7 +14,7 @@ Modules, from the bottom up (no cycles between them):
   metric columns plus Scenario fields as extra columns);
 * ``cases``: a ``Case`` (one measured run), simulating cases, error tables;
 * ``fitting``: ``fit(base, data)`` and ``fit_cases``, bounded least squares on relative error;
-* ``refdata``: where ``shared/reference-data`` lives;
+* ``refdata``: where the reference data live (``engine/data/reference``, inside the package);
 * ``slora_s1``, ``vllm_runs``: the reference datasets as Cases; ``feasibility``: which vLLM
   runs refuse to start (``failed_insufficient_KV_cache_memory``);
 * ``status``: whether a scenario's cost model is a calibrated preset's (``calibration_status``), with its

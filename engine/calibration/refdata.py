@@ -1,10 +1,13 @@
-"""Where the reference data live: ``shared/reference-data`` next to the checkout."""
+"""Where the reference data live: ``engine/data/reference`` inside the package (``engine/data/README.md``).
+
+Read through the package's own path, so a checkout or an installed copy finds them whatever the current
+directory; nothing here reads outside the repository (tests/test_data_manifest.py)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-#: /work/shared/reference-data for a checkout at /work/main (this file is engine/calibration/refdata.py).
-REF_DIR = Path(__file__).resolve().parents[3] / "shared" / "reference-data"
+#: engine/data/reference (this file is engine/calibration/refdata.py).
+REF_DIR = Path(__file__).resolve().parents[1] / "data" / "reference"
 
 
 def _ref(name: str, path=None) -> Path:
@@ -12,4 +15,3 @@ def _ref(name: str, path=None) -> Path:
     if not p.is_file():
         raise ValueError(f"data: no such file {str(p)!r}")
     return p
-

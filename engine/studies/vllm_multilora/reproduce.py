@@ -160,7 +160,7 @@ def seed3_conditions(m: Mode) -> str:
             f"(4) adapters registered on first use, not pre-warmed (host_warm off: every adapter starts on disk); "
             f"(5) a disk -> host read of {disk:.2f} ms per adapter (disk_latency_ms {p.disk_latency_ms:.2f} + bytes / "
             f"{p.disk_gbps:g} GB/s), vLLM's measured repeat read of a rank-16 Llama-3.1-8B adapter "
-            f"(shared/reference-data/vllm_lora_load_times.csv, disk_to_cpu_repeat, max_lora_rank 16, mean of 49; the "
+            f"(engine/data/reference/vllm_lora_load_times.csv, disk_to_cpu_repeat, max_lora_rank 16, mean of 49; the "
             f"per-byte rate from that stage's rank 8/16/32 rows): repeat rather than first read because the source "
             f"re-reads the same adapter files case after case, which the OS page cache most likely serves; "
             f"(6) CPU -> GPU activation {act:.1f} ms ({p.load_latency_ms:g} ms + bytes / {p.pcie_gbps:g} GB/s, as "
