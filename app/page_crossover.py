@@ -10,7 +10,12 @@ from app.page_sweeps import range_slider
 from engine import STRATEGIES, contenders_excluded
 
 MAX_GRID = 8
-DEFAULT_GRID = 5
+#: Values per axis when the page opens.  It must fit ``runner.MAX_GRID_REQUESTS`` on the default scenario with the
+#: default strategies and replications (tests/test_app_defaults.py): 4 x 4 cells x 5 strategies x 3 replications =
+#: 240 runs of about 8,900 requests (the default rate axis spans 3-24 req/s over 660 s), about 2.1 million requests;
+#: a 5 x 5 grid would ask for 3.3 million.  Two other axes keep the sidebar's 16 req/s (10,560 requests a run): 4 x 4
+#: is then 2.53 million, above the cap, and the error names what fits (``what_fits``).
+DEFAULT_GRID = 4
 #: Paired replications per cell: a verdict needs a confidence interval, so at least 2.
 MIN_REPLICATIONS, DEFAULT_REPLICATIONS, MAX_REPLICATIONS = 2, 3, 5
 PREFIX = "xo_"
@@ -52,6 +57,40 @@ def tally_text(table, excluded: list[str]) -> str:
         text += " " + ", ".join(f"**{s}** ({_role(s)})" for s in excluded) + " ran in every cell but is not a " \
                 "contender: it never wins a cell (its values are in the data below)."
     return text
+
+
+def plan_runs(base, strategies, x_axis: tuple, y_axis: tuple, n: int, reps: int) -> tuple[list, list, list]:
+    """(x values, y values, runs) of an ``n`` x ``n`` grid over ``x_axis`` and ``y_axis`` ((control, (lo, hi))):
+    every run as ``sweep.plan_grid`` gives it, its scenario capped as the runner will cap it."""
+    (x, x_rng), (y, y_rng) = x_axis, y_axis
+    xs = sweep.grid_values(*x_rng, n, integer=controls.BY_KEY[x].dtype is int)
+    ys = sweep.grid_values(*y_rng, n, integer=controls.BY_KEY[y].dtype is int)
+    runs = [(xy, s, k, runner.capped(sc) if sc is not None else None, err)
+            for xy, s, k, sc, err in sweep.plan_grid(base, x, xs, y, ys, strategies, reps)]
+    return xs, ys, runs
+
+
+def what_fits(plan, n: int, reps: int) -> str:
+    """What to change so that the grid fits ``runner.MAX_GRID_REQUESTS``: the largest smaller grid at ``reps``
+    replications and the most replications that fit at ``n`` (else the largest grid at the fewest replications);
+    ``plan(n, reps)`` -> (xs, ys, runs) as ``plan_runs`` gives them."""
+    fits = lambda n_, r_: sweep.expected_requests(r[3] for r in plan(n_, r_)[2]) <= runner.MAX_GRID_REQUESTS  # noqa: E731
+    options = []
+    grid = next((m for m in range(n - 1, 1, -1) if fits(m, reps)), None)
+    if grid is not None:
+        options.append(f"a grid size of {grid} ({grid} x {grid} cells)")
+    fewer = next((r for r in range(reps - 1, MIN_REPLICATIONS - 1, -1) if fits(n, r)), None)
+    if fewer is not None:
+        options.append(f"{fewer} replications")
+    if not options and reps > MIN_REPLICATIONS:
+        grid = next((m for m in range(n - 1, 1, -1) if fits(m, MIN_REPLICATIONS)), None)
+        if grid is not None:
+            options.append(f"a grid size of {grid} with {MIN_REPLICATIONS} replications")
+    if options:
+        return (f"With the other settings kept, {' or '.join(options)} would fit; fewer strategies, a shorter "
+                "duration or a lower arrival rate also help.")
+    return (f"Even a 2 x 2 grid with {MIN_REPLICATIONS} replications is above the cap: select fewer strategies in "
+            "the sidebar, or shorten the duration or lower the arrival rate.")
 
 
 def render() -> None:
@@ -96,18 +135,15 @@ def render() -> None:
                                  "margin over the runner-up excludes zero; more replications resolve more ties.")
 
     xc, yc = controls.BY_KEY[x], controls.BY_KEY[y]
-    xs = sweep.grid_values(*x_rng, n, integer=xc.dtype is int)
-    ys = sweep.grid_values(*y_rng, n, integer=yc.dtype is int)
-    runs = [(xy, s, k, runner.capped(sc) if sc is not None else None, err)
-            for xy, s, k, sc, err in sweep.plan_grid(state.scenario, x, xs, y, ys, state.strategies, reps)]
+    plan = lambda n, reps: plan_runs(state.scenario, state.strategies, (x, x_rng), (y, y_rng), n, reps)  # noqa: E731
+    xs, ys, runs = plan(n, reps)
     n_req = sweep.expected_requests(r[3] for r in runs)
     st.caption(f"{len(xs)} x {len(ys)} cells x {len(state.strategies)} strategies x {reps} paired replications = "
                f"{len(runs)} simulations, about {n_req:,.0f} simulated requests (cap {runner.MAX_GRID_REQUESTS:,}; "
                f"grid at most {MAX_GRID} x {MAX_GRID}).")
     if n_req > runner.MAX_GRID_REQUESTS:
         st.error(f"This grid would simulate about {n_req:,.0f} requests, above the cap of "
-                 f"{runner.MAX_GRID_REQUESTS:,}. Use a smaller grid, fewer strategies or replications, a shorter "
-                 "duration or a lower arrival rate.", icon=":material/block:")
+                 f"{runner.MAX_GRID_REQUESTS:,}. {what_fits(plan, n, reps)}", icon=":material/block:")
         return
 
     bar = st.progress(0.0, text="Simulating...")

@@ -16,6 +16,25 @@ from pathlib import Path
 
 from .common import Parser, fail, jsonable, load_scenario_file, parse_pairs
 
+#: The top-level description of ``python -m engine --help``.
+DESCRIPTION = ("LoRA What-If: simulate multi-LoRA LLM serving on one GPU or a fleet of GPUs behind a router\n"
+               "(num_replicas), plan the GPUs and settings that meet an SLO, and calibrate the cost model to\n"
+               "benchmark runs.")
+
+#: The three worked examples ``--help`` ends with: (what it answers, the command), each runnable as printed
+#: from the repository root (tests/test_cli_start.py parses them back out of the help).
+EXAMPLES = (
+    ("what-if: how S-LoRA scheduling does on the default scenario (TTFT, throughput, swaps)",
+     "python -m engine run --preset default --strategy slora"),
+    ("plan: which max_loras serves the most req/s at p99 TTFT <= 500 ms (and its vllm serve command)",
+     "python -m engine plan --preset vllm-llama31-8b --slo ttft_p99_ms=500 --grid max_loras=8,16,32 --out out/plan"),
+    ("calibrate: fit the cost model to a vllm bench serve result (then run --scenario out/fitted.json)",
+     "python -m engine calibrate --data examples/vllm_bench_result.json --preset vllm-llama31-8b "
+     "--out out/fitted.json"),
+)
+START_HERE = ("Start here (from the repository root; the first command compiles the engine, about 20 s):\n"
+              + "".join(f"\n  # {what}\n  {cmd}\n" for what, cmd in EXAMPLES).rstrip("\n"))
+
 
 def cmd_run(a) -> int:
     from ..scenario import Scenario
@@ -81,21 +100,96 @@ def cmd_warmup(a) -> int:
     return 0
 
 
-def cmd_presets(a) -> int:
+#: The preset every command starts from when ``--preset`` is not given (``run``, ``sweep``, ``plan``, ``calibrate``).
+DEFAULT_PRESET = "default"
+#: Columns ``presets`` keeps its tables within.
+WIDTH = 100
+
+PRESETS_JSON_HELP = """\
+--json prints one object:
+  default_preset  the preset every command uses when --preset is not given
+  scenarios       [{name, description, status, status_preset, default}] in the table's order; status:
+                  calibrated | transferred | modified | uncalibrated (engine.calibration.calibration_status),
+                  status_preset: the calibrated preset it refers to (null if none), default: true for one
+  gpus            [{name, memory_gib, label}]
+  models          [{name, n_params, label}]
+  strategies      [{name, role, description}]; role: policy | bound | baseline"""
+
+#: What each calibration status means (the legend under the table).
+STATUS_LEGEND = ("calibrated: cost model fitted to measurements (docs/validation.md); transferred: a calibrated "
+                 "preset's fitted values on another GPU or model; modified: a calibrated GPU/model with other cost "
+                 "parameters; uncalibrated: spec-sheet roofline or stated per-token times.")
+
+
+def presets_info() -> dict:
+    """What ``presets`` lists: scenario presets (description, calibration status, default), GPUs, models,
+    strategies (the object ``presets --json`` prints; its keys: ``PRESETS_JSON_HELP``)."""
     from .. import presets
-    print("scenarios:", ", ".join(sorted(presets.SCENARIOS)))
-    print("gpus:     ", ", ".join(presets.GPUS))
-    print("models:   ", ", ".join(presets.MODELS))
+    from ..calibration import calibration_status
     from ..policies import STRATEGIES
-    print("strategies:", ", ".join(STRATEGIES))
+    from ..scenario import Scenario
+    scenarios = []
+    for name in presets.SCENARIOS:
+        st = calibration_status(Scenario.from_preset(name))
+        scenarios.append(dict(name=name, description=presets.DESCRIPTIONS.get(name, ""), status=st.kind,
+                              status_preset=st.preset, default=name == DEFAULT_PRESET))
+    return dict(
+        default_preset=DEFAULT_PRESET,
+        scenarios=scenarios,
+        gpus=[dict(name=g.name, memory_gib=g.memory_gib, label=g.label) for g in presets.GPUS.values()],
+        models=[dict(name=m.name, n_params=m.n_params, label=m.label) for m in presets.MODELS.values()],
+        strategies=[dict(name=s.name, role=s.role, description=s.description) for s in STRATEGIES.values()],
+    )
+
+
+def _table(header: tuple, rows: list[tuple], marks: list[str] | None = None, width: int = WIDTH) -> list[str]:
+    """Aligned columns, a two-character margin (``marks``, e.g. ``"* "``) and the last column wrapped to ``width``."""
+    import re
+    import textwrap
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)][:-1]
+    last = max(width - 2 - sum(w + 2 for w in widths), 20)
+    lines = []
+    for mark, row in zip(["  ", *(marks or ["  "] * len(rows))], [header, *rows]):
+        head = "".join(f"{str(c):<{w}}  " for c, w in zip(row[:-1], widths))
+        # a number stays on the line of its unit ("80 GB", "16 req/s")
+        text = re.sub(r"(?<=\d) (?=(?:GB|GiB|MB|MiB|req/s|ms|s|%)(?!\w))", "\xa0", str(row[-1]))
+        wrapped = [w.replace("\xa0", " ") for w in
+                   textwrap.wrap(text, last, break_long_words=False, break_on_hyphens=False)] or [""]
+        lines.append((mark + head + wrapped[0]).rstrip())
+        lines += [" " * (2 + len(head)) + w for w in wrapped[1:]]
+    return lines
+
+
+def cmd_presets(a) -> int:
+    import textwrap
+    info = presets_info()
+    if a.json:
+        print(json.dumps(info))
+        return 0
+    sc = info["scenarios"]
+    out = [f"Scenario presets (--preset NAME; * = {info['default_preset']}, used when --preset is not given):"]
+    out += _table(("NAME", "STATUS", "DESCRIPTION"), [(s["name"], s["status"], s["description"]) for s in sc],
+                  ["* " if s["default"] else "  " for s in sc])
+    out += textwrap.wrap(STATUS_LEGEND, WIDTH, initial_indent="  ", subsequent_indent="  ")
+    out += ["", "GPUs (--set gpu=NAME):"]
+    out += _table(("NAME", "MEMORY", "LABEL"), [(g["name"], f"{g['memory_gib']:g} GiB", g["label"])
+                                               for g in info["gpus"]])
+    out += ["", "Models (--set model=NAME):"]
+    out += _table(("NAME", "PARAMS", "LABEL"), [(m["name"], f"{m['n_params'] / 1e9:.2f} B", m["label"])
+                                               for m in info["models"]])
+    out += ["", "Strategies (--strategy NAME):"]
+    out += _table(("NAME", "ROLE", "DESCRIPTION"), [(s["name"], s["role"], s["description"])
+                                                   for s in info["strategies"]])
+    print("\n".join(out))
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = Parser(prog="python -m engine", description="LoRA What-If: simulate multi-LoRA serving on one GPU.")
+    p = Parser(prog="python -m engine", description=DESCRIPTION, epilog=START_HERE,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", parser_class=Parser)
-    r = sub.add_parser("run", help="simulate one scenario")
-    r.add_argument("--preset", default="default", help="scenario preset (see `presets`)")
+    r = sub.add_parser("run", help="simulate one scenario (one GPU, or a fleet with --set num_replicas=N)")
+    r.add_argument("--preset", default=DEFAULT_PRESET, help="scenario preset (see `presets`)")
     r.add_argument("--scenario", help="scenario.json to start from instead of a preset")
     r.add_argument("--strategy", help="scheduling strategy")
     r.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override a scenario field (repeatable)")
@@ -107,7 +201,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_run)
     w = sub.add_parser("warmup", help="compile and cache the jitted engine")
     w.set_defaults(func=cmd_warmup)
-    pr = sub.add_parser("presets", help="list presets, GPUs, models and strategies")
+    pr = sub.add_parser("presets", help="list scenario presets (description, calibration status), GPUs, models "
+                        "and strategies", epilog=PRESETS_JSON_HELP,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    pr.add_argument("--json", action="store_true", help="print one JSON object (keys below)")
     pr.set_defaults(func=cmd_presets)
     from . import calibration, plan, studies, sweep  # the commands of the layers below the CLI
     sweep.add_commands(sub)

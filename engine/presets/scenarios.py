@@ -92,7 +92,7 @@ for _m, _mv in _KV_MODELS.items():
 # docs/validation.md).  Fitted values are effective cost-model parameters, not measurements.
 # ---------------------------------------------------------------------------
 
-# S-LoRA (S-LoRA/S-LoRA @ c1ddf488, benchmarks/paper, setting S1; shared/reference-data/
+# S-LoRA (S-LoRA/S-LoRA @ c1ddf488, benchmarks/paper, setting S1; engine/data/reference/
 # slora_s1_results.csv): LLaMA-7B fp16 on an A10G 24 GB, 200 rank-8 adapters (q,k,v,o), uniform
 # popularity (power law alpha 1), Poisson 2 req/s, lengths uniform in [8, 512), unified pool of
 # 14500 tokens (reserve_gb = 24 - weights - pool).  compute_eff, bw_eff, step_overhead_ms,
@@ -124,7 +124,7 @@ SCENARIOS["slora-a100-80-s1"] = {
 }
 
 # vLLM ~0.8.5 (V1) serving Llama-3.1-8B-Instruct (FerranAgulloLopez/GPULLMAdapterOptimization @
-# bae36e2d; shared/reference-data/vllm_llama31_8b_multilora_runs.csv), GPU most likely an H100
+# bae36e2d; engine/data/reference/vllm_llama31_8b_multilora_runs.csv), GPU most likely an H100
 # 64 GB (UNVERIFIED).  Example point: 128 adapters of rank 8/16, 32 GPU slots (max_lora_rank 16),
 # 7.5 req/s, ShareGPT-like lognormal lengths (means 222 / 194).  vram_budget_gb = 32 vLLM LoRA
 # slots at rank 16 (all linear modules + embedding/lm_head buffers); reserve_gb 5 GiB ASSUMED
@@ -173,7 +173,7 @@ _SEED3_DESIGN = dict(
 #: (it has no effect on closed-loop clients).
 SEED3_FROM_VLLM_FIT = ("compute_eff", "bw_eff", "step_overhead_ms", "lora_ms_per_adapter", "lora_ms_per_slot",
                        "lora_us_per_token_slot", "frontend_ms")
-#: vLLM's adapter load path for Llama-3.1-8B (shared/reference-data/vllm_lora_load_times.csv, vLLM ~0.8.5):
+#: vLLM's adapter load path for Llama-3.1-8B (engine/data/reference/vllm_lora_load_times.csv, vLLM ~0.8.5):
 #: disk -> CPU of one rank-16 adapter, stage ``disk_to_cpu_repeat``, max_lora_rank 16 (vLLM's default),
 #: mean of 49 reads, in ms; and the per-byte rate of that stage (GB/s) from the rank sweep of the same
 #: stage (all six Llama-3.1-8B repeat rows, ranks 8/16/32: least squares t = 49.9 ms + bytes / 0.3686 GB/s,
@@ -283,3 +283,32 @@ _TRACE_STANDINS = {
 for _name, _standin in _TRACE_STANDINS.items():
     SCENARIOS[_name] = {**SCENARIOS["a100-light"], "arrival_process": "poisson", "length_dist": "lognormal",
                         **_standin, "trace": _name, "trace_time_scale": 1.0}
+
+#: One line per scenario preset (``python -m engine presets``; at most 100 characters), written from each preset's
+#: comment above; tests/test_cli_start.py fails when a preset has none.
+DESCRIPTIONS: dict[str, str] = {
+    "seed1-rtx3090": "Simulator seed: LLaMA-7B, RTX 3090, 500 ~100 MB adapters in a 10 GB budget, stated per-token "
+                     "times",
+    "default": "Llama-2-7B on an A100 80 GB, 200 rank-32 adapters in a 1 GiB budget, 16 req/s: swaps decide the "
+               "tail",
+    "a100-light": "The default's server lightly loaded: 200 rank-16 adapters in a 2 GiB budget, 20 req/s",
+    "kv-qwen2-0.5b-heavy": "LoRA/KV bench: Qwen2-0.5B on an A10G, adapters and KV in one contiguous arena, uniform "
+                           "lengths",
+    "kv-qwen2-0.5b-heavy_mixed": "As kv-qwen2-0.5b-heavy with lognormal lengths (CV 1.0), which fragment the arena",
+    "kv-qwen2-1.5b-heavy": "LoRA/KV bench: Qwen2-1.5B on an A10G, adapters and KV in one contiguous arena, uniform "
+                           "lengths",
+    "kv-qwen2-1.5b-heavy_mixed": "As kv-qwen2-1.5b-heavy with lognormal lengths (CV 1.0), which fragment the arena",
+    "slora-a10g-s1": "S-LoRA setting S1: LLaMA-7B on an A10G, 200 rank-8 adapters, 2 req/s; fitted, checked held-out",
+    "slora-a100-80-s1": "S-LoRA setting S1 on an A100 80 GB, 1,000 adapters at 10 req/s; fitted on 4 runs, "
+                        "in-sample only",
+    "vllm-llama31-8b": "vLLM V1: Llama-3.1-8B, H100 64 GB (unverified), 128 adapters, 32 slots; fitted, 101 runs "
+                       "held out",
+    "seed3-llama31-8b-80gb": "vLLM multi-LoRA benchmark: Llama-3.1-8B, H100 80 GB, 1,000 adapters, 32 "
+                             "clients; fit transferred",
+    "seed3-llama31-8b-80gb-roofline": "That benchmark as first modelled: q,k,v,o adapters, warm host cache, default "
+                                      "roofline",
+    "seed3-llama31-8b-80gb-calibrated": "That roofline with lora_ms_per_adapter and step_overhead_ms fitted to 3 "
+                                        "published points",
+    "azure-conv-2023": "a100-light's server replaying 600 s of the Azure 2023 conversation trace at its real rate",
+    "azure-code-2023": "a100-light's server replaying 600 s of the Azure 2023 coding trace (bursty, short outputs)",
+}
