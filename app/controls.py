@@ -217,6 +217,11 @@ CONTROLS: list[Control] = [
     Control("adapter_rank", "Adapter rank", "LoRA rank r of every adapter; its size is r x (in + out) x 2 bytes "
             "per targeted module per layer.", "Adapters", "slider", int, bounds=_const(1, 256, 1),
             default=_base("adapter_rank")),
+    Control("target_modules", "Adapter target modules", "Linear layers every adapter adapts (its size, load time "
+            "and LoRA compute scale with them): **qkvo** = attention q/k/v/o projections; **qv** = q and v only; "
+            "**all** = attention and MLP (gate/up/down). vLLM's GPU slots are sized for every linear module "
+            "whatever the adapters target.", "Adapters", "select", str,
+            options=lambda ctx: list(ENUMS["target_modules"]), default=_base("target_modules")),
     Control("vram_budget_gb", "Adapter VRAM budget (GiB)", "GPU memory reserved for resident LoRA adapters, in GiB. "
             "The maximum leaves room for the weights, the reserve and the KV cache of one request on the chosen "
             "GPU and model (Scenario.max_vram_budget_gb()); the rest of memory is KV cache.",
@@ -896,6 +901,8 @@ def register_config(data: bytes, filename: str = "config.json") -> tuple[str, st
         raise ValueError(f"{filename}: not UTF-8 text; expected a Hugging Face config.json") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{filename}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    except RecursionError:
+        raise ValueError(f"{filename}: JSON nested too deeply; expected a Hugging Face config.json") from None
     if not isinstance(config, dict):
         raise ValueError(f"{filename}: invalid value: a JSON {type(config).__name__}; allowed: a JSON object "
                          "(a Hugging Face config.json)")

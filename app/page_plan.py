@@ -323,6 +323,17 @@ def display_table(table: pd.DataFrame, objective: str, fields: Sequence[str], sl
     return d.reset_index(drop=True)
 
 
+def memory_table(split: Mapping[str, float]) -> pd.DataFrame:
+    """The recommendation's memory as a table (part, GiB), from ``planner.memory_split`` (the breakdown the
+    memory sentence comes from): the parts sum to the last row, the GPU's memory."""
+    rows = [("Weights", split["weights_gib"]), ("Reserve", split["reserve_gib"]),
+            (f"Adapter slots: {split['adapter_slots']} x {split['slot_mib']:.1f} MiB", split["slots_gib"]),
+            ("Adapter budget in no whole slot", split["adapter_spare_gib"]), ("KV cache", split["kv_gib"]),
+            ("Unallocated (kv_cache_gb caps the KV)", split["unallocated_gib"]),
+            ("Outside gpu_mem_util", split["headroom_gib"]), ("GPU memory", split["gpu_gib"])]
+    return pd.DataFrame(rows, columns=["part", "GiB"])
+
+
 def chart_inputs(table: pd.DataFrame, objective: str) -> tuple[pd.DataFrame, str]:
     """The (table, objective) the plan chart (``charts.plan_frontier``) draws for ``objective``.
 
@@ -420,12 +431,13 @@ def compute(inputs: Inputs, progress: Callable[[int, int], None] | None = None) 
                        gpu_prices_usd_per_hour=dict(inputs.prices) or None, progress=progress or False)
     out = {"table": res.table, "runs": res.runs, "best": res.best, "summary": planner.plan_summary(res),
            "objective": res.objective, "slo": dict(res.slo), "fields": list(res.grid), "scenario_json": None,
-           "commands": [], "memory": ""}
+           "commands": [], "memory": "", "memory_split": {}, "tie_break": res.tie_break, "notes": list(res.notes)}
     if res.best is not None:
         sc = res.scenario(res.best["config"])
         out["scenario_json"] = sc.to_json()
         out["commands"] = [dataclasses.asdict(c) for c in planner.server_commands(sc)]
         out["memory"] = planner.memory_sentence(sc)
+        out["memory_split"] = planner.memory_split(sc)
     return out
 
 
@@ -564,17 +576,29 @@ def _open_on_whatif() -> None:
 
 
 def _commands(res: dict) -> None:
-    tabs = st.tabs([{"vllm": "vLLM", "sglang": "SGLang"}.get(c["server"], c["server"]) for c in res["commands"]])
-    for tab, c in zip(tabs, res["commands"]):
+    """The two parts of each server command: the flags this answer sets, and what the simulation assumed."""
+    cmds = res["commands"]
+    if res.get("scenario_json") and set(res["fields"]) & planner.commands.DECIDABLE:
+        # a batch limit the plan decided (a grid field) is a flag, not an assumption
+        cmds = [dataclasses.asdict(c) for c in planner.server_commands(Scenario.from_json(res["scenario_json"]),
+                                                                         decided=res["fields"])]
+    tabs = st.tabs([{"vllm": "vLLM", "sglang": "SGLang"}.get(c["server"], c["server"]) for c in cmds])
+    for tab, c in zip(tabs, cmds):
         with tab:
             if not c["supported"]:
                 st.info(f"No real-server equivalent: {c['note']}", icon=":material/block:")
                 continue
+            st.markdown("**The flags this answer sets** (a flag equal to the server's default is left out)")
             st.code(c["text"], language="bash", wrap_lines=True)
+            if c.get("assumptions"):
+                st.markdown("**What the simulation assumed**: not flags, the server runs with its own setting "
+                            "where these differ\n\n" + "\n".join(f"- {text} (`{setting}`)"
+                                                                  for setting, text in c["assumptions"]))
             if c["note"]:
                 st.caption(c["note"])
             with st.expander("Where each flag comes from"):
-                st.dataframe(pd.DataFrame(c["trace"], columns=["flag", "value", "source"]), hide_index=True,
+                rows = [*map(tuple, c["trace"]), *map(tuple, c.get("at_default", []))]
+                st.dataframe(pd.DataFrame(rows, columns=["flag", "value", "source"]), hide_index=True,
                              width="stretch", key=f"plan_trace_{c['server']}")
 
 
@@ -656,7 +680,15 @@ def _results(last: dict, current: Inputs | None) -> None:
                     help=f"{int(best['replicas_needed_max'])} x ${best['price_usd_per_hour']:.2f}/h per GPU.")
     else:
         k[3].metric("GPU price", f"${best['price_usd_per_hour']:.2f}/h")
+    if res.get("notes"):
+        st.info("\n".join(f"- {n}" for n in res["notes"]), icon=":material/lightbulb:")
+    if res.get("tie_break"):
+        st.caption(res["tie_break"])
     st.markdown(f"**Memory:** {res['memory']}.")
+    if res.get("memory_split"):
+        with st.expander("Memory breakdown (GiB)"):
+            st.dataframe(memory_table(res["memory_split"]), hide_index=True, key="plan_memory",
+                         column_config={"GiB": st.column_config.NumberColumn("GiB", format="%.2f")})
     _commands(res)
     if st.button("Open on What-if", type="primary", key=K_OPEN, icon=":material/arrow_forward:",
                  on_click=_open_on_whatif,

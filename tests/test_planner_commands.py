@@ -125,12 +125,22 @@ def test_trace_names_a_scenario_field_or_rule(name, server):
 
 
 # ---------------------------------------------------------------- (3) values
+# Issue 24 item 5: the command sets only the answer's flags that differ from the server's defaults (the fixture
+# fills the others); the batch limits, chunked prefill, prefix caching and the request length are the
+# simulation's assumptions (Command.assumptions), not flags.  tests/test_commands_roundtrip.py checks the
+# whole configuration against the simulated server's.
+def _assumed(cmd) -> set[str]:
+    return {k for k, _ in cmd.assumptions}
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_vllm_values_equal_the_scenario(name):
     sc = CASES[name]
-    model, ns = _parse(vllm_command(sc), "vllm")
+    cmd = vllm_command(sc)
+    model, ns = _parse(cmd, "vllm")
     assert model == _hf_id(sc)
-    assert ns.enable_lora is True and ns.enable_prefix_caching is False
+    assert ns.enable_lora is True
+    assert ns.enable_prefix_caching is True and "enable_prefix_caching" in _assumed(cmd)  # the server's default
     r = max(sc.ranks())
     assert ns.max_lora_rank in VLLM_MAX_LORA_RANKS and ns.max_lora_rank >= r
     assert all(v < r for v in VLLM_MAX_LORA_RANKS if v < ns.max_lora_rank)  # the smallest that holds r
@@ -140,22 +150,29 @@ def test_vllm_values_equal_the_scenario(name):
         assert 1 <= ns.max_loras <= min(sc.num_adapters, sc.max_batch_size)
         if sc.memory_mode == "static" and STRATEGIES[sc.strategy].memory_mode is None and ns.max_loras > 1:
             assert ns.max_loras * vllm_slot_bytes(ns.max_lora_rank, sc.model) <= sc.vram_budget_gb * presets.GIB
-    assert ns.max_cpu_loras == max(sc.max_cpu_loras or sc.num_adapters, ns.max_loras) >= ns.max_loras
+    host = ns.max_cpu_loras or ns.max_loras  # vLLM: unset = --max-loras
+    assert host == max(sc.max_cpu_loras or sc.num_adapters, ns.max_loras) >= ns.max_loras
     assert ns.gpu_memory_utilization == sc.gpu_mem_util
-    assert ns.max_num_seqs == sc.max_batch_size
-    assert ns.max_num_batched_tokens == sc.max_batched_tokens
-    # vLLM chunks prefills by default; a scenario that does not (any strategy but vllm on "auto") turns it off
-    assert ns.enable_chunked_prefill is (None if sc.chunked_prefill_on() else False)
-    assert ns.max_model_len == sc.max_request_tokens()
+    # not decided by a plan: vLLM's own batch limits and chunked prefill, the scenario's are assumptions
+    assert ns.max_num_seqs is None and ns.max_num_batched_tokens is None and ns.enable_chunked_prefill is None
+    seqs, tokens, _ = commands.vllm_batch_defaults(sc.gpu)
+    assert ("max_num_seqs" in _assumed(cmd)) == (sc.max_batch_size != seqs)
+    assert ("max_num_batched_tokens" in _assumed(cmd)) == (sc.max_batched_tokens != tokens)
+    assert ("enable_chunked_prefill" in _assumed(cmd)) == (not sc.chunked_prefill_on())
+    ctx = commands.MODEL_CONTEXT[sc.model][0]
+    assert ns.max_model_len is None or sc.max_request_tokens() <= ns.max_model_len < ctx
+    assert "max_model_len" in _assumed(cmd)  # the simulated requests are shorter than what the server accepts
     assert ns.kv_cache_memory_bytes == (int(sc.kv_cache_gb * presets.GIB) if sc.kv_cache_gb > 0 else None)
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_sglang_values_equal_the_scenario(name):
     sc = CASES[name]
-    _, ns = _parse(sglang_command(sc), "sglang")
+    cmd = sglang_command(sc)
+    _, ns = _parse(cmd, "sglang")
     assert ns.model_path == _hf_id(sc)
-    assert ns.enable_lora is True and ns.disable_radix_cache is True
+    assert ns.enable_lora is True
+    assert ns.disable_radix_cache is False and "disable_radix_cache" in _assumed(cmd)  # the server's default
     assert ns.lora_eviction_policy == "lru"
     assert ns.max_lora_rank == max(sc.ranks())
     assert ns.lora_target_modules == list(presets.TARGET_MODULES[sc.target_modules])
@@ -169,25 +186,33 @@ def test_sglang_values_equal_the_scenario(name):
         assert ns.max_loaded_loras is None  # SGLang's default: no limit, our 0
     expected = sc.gpu_mem_util - sc.reserve_gb / sc.gpu_spec.memory_gib
     assert expected - 0.001 < ns.mem_fraction_static <= expected
-    assert ns.max_running_requests == sc.max_batch_size
-    assert ns.chunked_prefill_size == sc.max_batched_tokens
-    assert ns.context_length - 1 >= sc.max_request_tokens()
-    assert ns.context_length - 6 >= sc.length_bounds(sc.prompt_tokens)[1]
+    # SGLang computes these at start (not recorded): the scenario's values are assumptions
+    assert ns.max_running_requests is None and "max_running_requests" in _assumed(cmd)
+    assert ns.chunked_prefill_size is None and "chunked_prefill_size" in _assumed(cmd)
+    if ns.context_length is not None:  # only when the model's context does not fit in the KV pool
+        assert ns.context_length - 1 >= sc.max_request_tokens()
+        assert ns.context_length - 6 >= sc.length_bounds(sc.prompt_tokens)[1]
+        assert ns.context_length < commands.MODEL_CONTEXT[sc.model][0]
     kv = sc.kv_cache_gb * presets.GIB // presets.kv_bytes_per_token(sc.model_spec)
     assert ns.max_total_tokens == (int(kv) if sc.kv_cache_gb > 0 else None)
 
 
 def test_known_commands():
     """Hand-computed values for two presets (catch a wrong derivation that the generic checks share)."""
-    v = vllm_command(CASES["vllm-llama31-8b"]).argv
-    assert v[:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B"]
-    for flag, val in [("--max-loras", "32"), ("--max-cpu-loras", "128"), ("--max-lora-rank", "16"),
-                      ("--gpu-memory-utilization", "0.9"), ("--max-num-seqs", "2048"),
-                      ("--max-num-batched-tokens", "2048"), ("--max-model-len", str(222 * 4 + 194 * 4))]:
-        assert v[v.index(flag) + 1] == val, flag
-    m = vllm_command(CASES["mixed-ranks-kv"]).argv
+    c = vllm_command(CASES["vllm-llama31-8b"])
+    v = c.argv
+    assert v == ["vllm", "serve", "meta-llama/Llama-3.1-8B", "--enable-lora", "--max-loras", "32",
+                 "--max-cpu-loras", "128", "--gpu-memory-utilization", "0.9"]
+    assert [(f, val) for f, val, _ in c.at_default] == [("--max-lora-rank", "16")]  # vLLM's default rank
+    assumed = dict(c.assumptions)  # H100 64 GB: under 70 GiB, so vLLM's API server runs 256 sequences
+    assert "2,048 sequences (256 is vLLM's default" in assumed["max_num_seqs"]
+    assert "max_num_batched_tokens" not in assumed  # 2,048: the same as vLLM's default there
+    assert f"at most {222 * 4 + 194 * 4:,} tokens" in assumed["max_model_len"] and "131,072" in assumed["max_model_len"]
+    mc = vllm_command(CASES["mixed-ranks-kv"])
+    m = mc.argv
     assert m[m.index("--max-lora-rank") + 1] == "128"            # ranks 8/48/100 -> vLLM's 128
-    assert m[m.index("--max-cpu-loras") + 1] == "8"              # 4 < --max-loras 8: vLLM requires >=
+    # 4 < --max-loras 8: vLLM requires >=, so 8, which is vLLM's unset value (= --max-loras): not printed
+    assert "--max-cpu-loras" not in m and ("--max-cpu-loras", "8") in [(f, v) for f, v, _ in mc.at_default]
     s = sglang_command(CASES["mixed-ranks-kv"]).argv
     assert s[s.index("--max-lora-rank") + 1] == "100"            # SGLang takes any rank
     s = sglang_command(CASES["slora-a10g-s1"]).argv

@@ -10,8 +10,9 @@
         [--max-replicas 16]
 
 Writes ``plan.csv`` (one row per configuration, ranked, ties marked), ``plan.json`` (the
-inputs, the recommendation and its server command lines) and ``plan.png`` (goodput against
-cost) to ``--out``.  Bad ``--slo`` / ``--grid`` / ``--price`` items exit 2 with one line naming them.
+inputs, the recommendation and its server command lines: the flags the answer sets, each traced, and
+what the simulation assumed, never as flags) and ``plan.png`` (goodput against cost) to ``--out``.
+Bad ``--slo`` / ``--grid`` / ``--price`` items exit 2 with one line naming them.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from ..backends import BackendError
 from ..planner import MAX_REPLICAS_SEARCH, OBJECTIVES, VALUE_COLUMNS, plan, plan_summary, server_commands
+from ..planner.commands import assumption_lines
 from ..scenario import MAX_REPLICAS
 from .common import (
     add_backend_args,
@@ -92,13 +94,14 @@ def cmd_plan(a) -> int:
         return fail(str(e))
     finally:
         end_backend(kw)
-    best_cmds = []
-    if res.best is not None:
-        best_cmds = [{"server": c.server, "supported": c.supported, "command": c.text, "note": c.note,
-                      "trace": [list(t) for t in c.trace]} for c in server_commands(res.scenario(res.best["config"]))]
+    cmds = []
+    if res.best is not None:  # the grid's fields are the plan's decisions: a decided batch limit is a flag
+        cmds = server_commands(res.scenario(res.best["config"]), decided=res.grid)
+    best_cmds = [command_doc(c) for c in cmds]
     doc = {"objective": res.objective, "slo": res.slo, "grid": {k: list(v) for k, v in res.grid.items()},
            "replications": res.replications, "base": base.to_dict(), "summary": plan_summary(res),
-           "best": jsonable(res.best) if res.best else None, "commands": best_cmds, "wall_s": round(wall, 2)}
+           "best": jsonable(res.best) if res.best else None, "tie_break": res.tie_break, "notes": list(res.notes),
+           "commands": best_cmds, "wall_s": round(wall, 2)}
     if a.out:
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -114,17 +117,30 @@ def cmd_plan(a) -> int:
     cols = [c for c in dict.fromkeys((*res.grid, "feasible", VALUE_COLUMNS[res.objective], *fleet, *res.slo,
                                       "cost_per_mtok_usd", "tie_with_best", "reason")) if c in res.table]
     print(res.table[cols].to_string(index=False, max_colwidth=60))
+    for n in res.notes:
+        print(f"note: {n}")
     if res.best is not None and res.objective == "min_replicas":
         n, router = int(res.best["replicas_needed_max"]), res.best["router"]
         print(f"\n# fleet: {n} replica(s), each running the server below, behind a {router} router "
               "(the router is the load balancer's setting, not a server flag)")
-    for c in best_cmds:
-        print(f"\n# {c['server']}{'' if c['supported'] else ' (no equivalent)'}: {c['note']}")
-        if c["supported"]:
-            print(c["command"])
+    for c in cmds:
+        print(f"\n# {c.server}{'' if c.supported else ' (no equivalent)'}: {c.note}")
+        if c.supported:
+            print("# the flags this answer sets (each traced in plan.json):")
+            print(c.text)
+            print("\n".join(assumption_lines(c)))
     if a.out:
         print(f"\nwrote {a.out}/plan.csv, plan.json, plan.png")
     return 0
+
+
+def command_doc(c) -> dict:
+    """plan.json's entry for one server command: the flags this answer sets (``command``, ``trace``), the
+    answer's values that are the server's defaults (``at_default``, not printed) and what the simulation
+    assumed (``assumptions``: setting and plain words, never flags)."""
+    return {"server": c.server, "supported": c.supported, "command": c.text, "note": c.note,
+            "trace": [list(t) for t in c.trace], "at_default": [list(t) for t in c.at_default],
+            "assumptions": [{"setting": k, "assumed": text} for k, text in c.assumptions]}
 
 
 def _json_default(o):

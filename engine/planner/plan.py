@@ -8,8 +8,11 @@ base rate (``min_cost``), or finds the fewest replicas behind the router that
 serve the base rate, the fleet's total (``min_replicas``).  Replication k uses
 seed ``base.seed + k`` for every configuration (common random numbers), so
 configurations are compared paired; a configuration whose paired difference to
-the best one has a 95 % CI that includes zero is a *tie*, not a runner-up.  Invalid configurations (weights or
-KV do not fit) stay in the table as infeasible, with the reason.
+the best one has a 95 % CI that includes zero is a *tie*, not a runner-up.  Among the best and its ties the
+pick is the first by the stated tie-break (``TIE_BREAK``: fewest GPUs, then the lowest cost, then the best value of
+the objective), said in ``PlanResult.tie_break`` and per row in the ``tie_break`` column; ``PlanResult.notes``
+also say when the pick uses the largest or smallest value of a numeric grid field (try one beyond it).  Invalid
+configurations (weights or KV do not fit) stay in the table as infeasible, with the reason.
 """
 from __future__ import annotations
 
@@ -45,6 +48,31 @@ REPORTED = ("ttft_p50_ms", "ttft_p99_ms", "tpot_mean_ms", "throughput_req_s", "t
             "swap_rate", "gpu_busy_frac", "slo_attainment")
 #: Also reported for min_replicas (the fleet's measures, docs/model.md 12).
 FLEET_REPORTED = ("load_imbalance", "adapter_duplication")
+#: The stated tie-break: among the best configuration and those tied with it (inside its noise), the pick is the
+#: first by these keys in order, ``(table column, "min" | "max", words)``; rows equal on every key keep the
+#: table's order (the objective's mean, then the grid's order).  ``gpus`` (``_gpus``): the GPUs the answer needs
+#: for the base scenario's demand (max_rate: its arrival rate; max_adapters: its adapters; min_cost: the
+#: configuration's own; min_replicas: the replicas to deploy); ``gpus_price_usd_per_hour``: their price.
+#: ``tie_break_text`` says it in words.
+TIE_BREAK: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "max_rate": (("gpus", "min", "fewest GPUs for the base arrival rate (num_replicas x ceil(rate / max rate))"),
+                 ("gpus_price_usd_per_hour", "min", "lowest price of those GPUs (US$/h)"),
+                 ("max_rate_rps", "max", "highest sustainable rate (req/s)")),
+    "max_adapters": (("gpus", "min", "fewest GPUs for the base adapter count "
+                                     "(num_replicas x ceil(adapters / max adapters))"),
+                     ("gpus_price_usd_per_hour", "min", "lowest price of those GPUs (US$/h)"),
+                     ("max_adapters", "max", "most adapters")),
+    "min_cost": (("gpus", "min", "fewest GPUs"),
+                 ("cost_per_mtok_usd", "min", "lowest cost (US$ per million output tokens)"),
+                 ("ttft_p99_ms", "min", "lowest p99 TTFT at the base rate (ms)")),
+    "min_replicas": (("gpus", "min", "fewest GPUs (replicas to deploy)"),
+                     ("gpus_price_usd_per_hour", "min", "lowest fleet price (US$/h)"),
+                     ("replicas_needed", "min", "fewest replicas on average over the replications"),
+                     ("cost_per_mtok_usd", "min", "lowest cost (US$ per million output tokens)")),
+}
+#: Numeric fields whose 0 means "no limit": 0 is not the smallest value of their grid (edge notes skip it, as
+#: they skip negative values, which are settings such as hot_set_k -1 = auto).
+ZERO_IS_NO_LIMIT = ("max_loras", "max_cpu_loras", "kv_cache_gb", "max_in_system")
 
 
 @dataclass
@@ -59,6 +87,8 @@ class PlanResult:
     base: Scenario
     replications: int
     runs: pd.DataFrame = field(repr=False, default=None)  # one row per (configuration, replication)
+    tie_break: str = ""                     # the stated tie-break rule of the objective (``tie_break_text``)
+    notes: list[str] = field(default_factory=list)  # the ties and how the pick won; grid edges; search bounds
 
     def scenario(self, config: int) -> Scenario:
         """The scenario of configuration ``config`` (a table index), at its optimum where one was found."""
@@ -220,8 +250,14 @@ def plan(base: Scenario, slo: dict, grid: dict, replications: int = 3, objective
                          for (i, k), r in zip(owner, results)])
     table = _table(base, slo, grid, configs, runs, objective, prices, replications, max_replicas)
     best = table.iloc[0].to_dict() if len(table) and bool(table.iloc[0]["recommended"]) else None
-    return PlanResult(table=table, best=best, objective=objective, slo=slo, grid=grid, base=base,
-                      replications=replications, runs=runs)
+    res = PlanResult(table=table, best=best, objective=objective, slo=slo, grid=grid, base=base,
+                     replications=replications, runs=runs, tie_break=tie_break_text(objective))
+    if best is not None:
+        tied = table[table["recommended"].astype(bool) | table["tie_with_best"].astype(bool)]
+        res.notes = [*tie_notes(table, objective, grid),
+                     *edge_notes(best, grid, _edge_check(res), {f: list(tied[f]) for f in grid}),
+                     *_bound_notes(res)]
+    return res
 
 
 def _value_name(objective: str) -> str:
@@ -266,6 +302,8 @@ def _table(base, slo, grid, configs, runs, objective, prices, replications, max_
             row[m] = float(np.nanmean(g[m])) if len(g) and np.isfinite(g[m]).any() else math.nan
         # the fleet's price: every GPU of it (one GPU unless the scenario is a fleet)
         row["fleet_price_usd_per_hour"] = row["price_usd_per_hour"] * n_gpus
+        row["gpus"] = _gpus(objective, sc or base, mean, n_gpus)
+        row["gpus_price_usd_per_hour"] = row["price_usd_per_hour"] * row["gpus"]
         row["cost_per_mtok_usd"] = cost_per_mtok_usd(row["fleet_price_usd_per_hour"], row["throughput_tok_s"])
         if sc is None:
             row["reason"] = reason
@@ -282,6 +320,20 @@ def _table(base, slo, grid, configs, runs, objective, prices, replications, max_
         rows.append(row)
     table = pd.DataFrame(rows)
     return _rank(table, runs, objective, vname, replications)
+
+
+def _gpus(objective: str, sc: Scenario, mean: float, n_gpus: float) -> float:
+    """The ``gpus`` column (``TIE_BREAK``'s first key): GPUs the answer needs for the base scenario's demand.
+
+    max_rate: ``num_replicas x ceil(base arrival rate / max rate)``; max_adapters: ``num_replicas x ceil(base
+    num_adapters / max adapters)`` (copies of the configuration, each serving its share); min_cost:
+    ``num_replicas``; min_replicas: the replicas to deploy.  NaN when the configuration has no answer."""
+    if objective in ("max_rate", "max_adapters"):
+        demand = sc.arrival_rate_rps if objective == "max_rate" else sc.num_adapters
+        if not (mean > 0):
+            return math.nan
+        return float(sc.num_replicas * max(1, math.ceil(demand / mean - 1e-9)))
+    return float(n_gpus)
 
 
 def _first(reasons) -> str:
@@ -310,6 +362,7 @@ def _rank(table: pd.DataFrame, runs: pd.DataFrame, objective: str, vname: str, r
     table["tie_with_best"] = False
     table["diff_to_best_ci_low"] = math.nan
     table["diff_to_best_ci_high"] = math.nan
+    table["tie_break"] = ""
     if not len(table) or not bool(table.loc[0, "meets_slo"]):
         return table.set_index("config", drop=False)
     table.loc[0, "recommended"] = True
@@ -319,7 +372,7 @@ def _rank(table: pd.DataFrame, runs: pd.DataFrame, objective: str, vname: str, r
             if table.loc[j, "meets_slo"] and table.loc[j, "price_usd_per_hour"] == table.loc[0, "price_usd_per_hour"]:
                 c = table.loc[j, "cost_per_mtok_usd"]
                 table.loc[j, "tie_with_best"] = bool(abs(c - best_cost) <= 0.02 * best_cost)
-        return table.set_index("config", drop=False)
+        return break_ties(table, objective).set_index("config", drop=False)
     ok_cfgs = [int(c) for c in table.loc[table["meets_slo"], "config"]]
     vals = {c: runs[runs["config"] == c].sort_values("replication")["value"].to_numpy(float) for c in ok_cfgs}
     # same order as the table's (both stable; equal means keep the table's order): r.best is row 0
@@ -331,7 +384,196 @@ def _rank(table: pd.DataFrame, runs: pd.DataFrame, objective: str, vname: str, r
         table.loc[j, "diff_to_best_ci_low"] = r.stats[c]["diff_ci_low"]
         table.loc[j, "diff_to_best_ci_high"] = r.stats[c]["diff_ci_high"]
         table.loc[j, "tie_with_best"] = c in r.tied
-    return table.set_index("config", drop=False)
+    return break_ties(table, objective).set_index("config", drop=False)
+
+
+#: What a tie is, per objective (``_rank``).
+TIE_MEANING = {
+    "max_rate": "the 95 % CI of its paired per-replication difference to the best includes 0",
+    "max_adapters": "the 95 % CI of its paired per-replication difference to the best includes 0",
+    "min_cost": "the same GPU price and a cost per million output tokens within 2 % of the best",
+    "min_replicas": "the 95 % CI of its paired per-replication difference in replicas to the best includes 0",
+}
+
+
+def tie_break_text(objective: str) -> str:
+    """The stated tie-break of ``objective`` in words (from ``TIE_BREAK``, the rule the code applies)."""
+    keys = ", then the ".join(words for _, _, words in TIE_BREAK[objective])
+    return (f"Tie-break ({objective}): among the best configuration and those tied with it ({TIE_MEANING[objective]}), "
+            f"the pick has the {keys}; rows equal on all of these keep the table's order.")
+
+
+def _key_value(row, col: str, how: str) -> float:
+    """Sort key of one tie-break column: smaller is better; missing or non-finite values last."""
+    try:
+        v = float(row.get(col, math.nan))
+    except (TypeError, ValueError):
+        v = math.nan
+    if not math.isfinite(v):
+        return math.inf
+    return v if how == "min" else -v
+
+
+def _fmt_value(v) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.4g}" if math.isfinite(v) else "n/a"
+    return str(v)
+
+
+def _short(words: str) -> str:
+    """A tie-break key's words without their parenthesis."""
+    return words.split(" (")[0]
+
+
+def tie_break_short(objective: str) -> str:
+    """The rule's keys in short words, e.g. "fewest GPUs for the base arrival rate, then the lowest price ..."."""
+    return ", then the ".join(_short(words) for _, _, words in TIE_BREAK[objective])
+
+
+def _decider(row, other, keys, lost: bool = False) -> str:
+    """Why ``row`` ranks after (``lost``) or before ``other`` by the tie-break ``keys``."""
+    same = []
+    for col, how, words in keys:
+        x, y = _key_value(row, col, how), _key_value(other, col, how)
+        if x != y:
+            prefix = f"equal on {', '.join(same)}; " if same else ""
+            return (f"{prefix}{'lost on' if lost else 'won on'} {_short(words)}: {_fmt_value(row.get(col))} vs "
+                    f"{_fmt_value(other.get(col))}")
+        same.append(_short(words))
+    return (f"equal on {', '.join(same)}; " + ("after it in the table's order" if lost else
+                                                "first in the table's order"))
+
+
+def break_ties(table: pd.DataFrame, objective: str) -> pd.DataFrame:
+    """Apply the stated tie-break (``TIE_BREAK[objective]``) to a ranked table.
+
+    ``table``: rows best first by the objective (row 0 ``recommended``), ``tie_with_best`` on the rows tied with
+    row 0.  Returns a new table (positional index): the pick first, then the other tied rows in the rule's order,
+    then every other row in its order; ``recommended`` on the pick only; ``tie_with_best`` on the other tied rows
+    (row 0 among them when another row is picked); ``tie_break``: why the pick won (against the runner-up of the
+    rule) and what each other tied row lost on, empty elsewhere.  ``diff_to_best_ci_*`` stay the paired
+    differences to the best by the objective's mean (the reference of the ties).
+    """
+    t = table.reset_index(drop=True).copy()
+    if "tie_break" not in t.columns:
+        t["tie_break"] = ""
+    if not len(t) or not bool(t.loc[0, "recommended"]):
+        return t
+    keys = TIE_BREAK[objective]
+    group = [0] + [j for j in range(1, len(t)) if bool(t.loc[j, "tie_with_best"])]
+    ordered = sorted(group, key=lambda j: (tuple(_key_value(t.loc[j], c, how) for c, how, _ in keys), j))
+    pick = ordered[0]
+    why = {j: "tied with the pick; " + _decider(t.loc[j], t.loc[pick], keys, lost=True) for j in ordered[1:]}
+    if len(group) > 1:
+        why[pick] = f"picked among {len(group)} tied: " + _decider(t.loc[pick], t.loc[ordered[1]], keys)
+    in_group = set(group)
+    order = ordered + [j for j in range(len(t)) if j not in in_group]
+    out = t.iloc[order].reset_index(drop=True)
+    out["recommended"] = [i == 0 for i in range(len(out))]
+    out["tie_with_best"] = [0 < i < len(group) for i in range(len(out))]
+    out["tie_break"] = [why.get(j, "") for j in order]
+    return out
+
+
+def _label(row, fields) -> str:
+    return ", ".join(f"{f}={_fmt_value(row[f])}" for f in fields) or f"configuration {int(row['config'])}"
+
+
+def tie_notes(table: pd.DataFrame, objective: str, grid: Mapping) -> list[str]:
+    """One note when the pick was tied: which rows, and why the pick won (``break_ties``)."""
+    tied = table[table["recommended"].astype(bool) | table["tie_with_best"].astype(bool)]
+    if len(tied) < 2:
+        return []
+    fields = [f for f in grid if tied[f].astype(str).nunique() > 1] or list(grid)
+    pick = tied[tied["recommended"].astype(bool)].iloc[0]
+    rows = "; ".join(_label(r, fields) for _, r in tied.iterrows())
+    rule = tie_break_short(objective)
+    why = str(pick["tie_break"]).split(": ", 1)[-1]
+    return [f"{len(tied)} configurations are tied inside the noise of the best ({rows}). The tie-break (the "
+            f"{rule}) picks {_label(pick, fields)}: {why}."]
+
+
+def _numeric(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+def _beyond(vals: list, upward: bool, integer: bool):
+    """The next candidate past the largest (``upward``) or smallest of ``vals`` (sorted, at least two): the same
+    ratio as the last two when they differ by at least 1.5x, else the same step; None if none (not positive)."""
+    a, b = (vals[-1], vals[-2]) if upward else (vals[0], vals[1])
+    if a > 0 and b > 0 and max(a, b) / min(a, b) >= 1.5:
+        nxt = a * a / b
+    else:
+        nxt = a + (a - b)
+    if integer:
+        nxt = int(round(nxt))
+        if nxt == a:
+            nxt = a + (1 if upward else -1)
+    else:
+        nxt = float(f"{nxt:.3g}")
+    return nxt if nxt > 0 and nxt != a else None
+
+
+def edge_notes(best: Mapping, grid: Mapping, check=None, tied: Mapping | None = None) -> list[str]:
+    """A note per numeric grid field with at least two values whose pick is the largest or the smallest of them
+    ("64 is the largest max_loras you gave: try 128.").  For ``ZERO_IS_NO_LIMIT`` fields 0 (no limit) is left
+    out of the order.  ``check(field, value)``: why a suggested value would not be a valid configuration ("" if
+    it is); then the note names the reason instead of suggesting it.  ``tied``: field -> the values of the rows
+    tied with the pick (itself included); when they are every value of the field, the note says so."""
+    out = []
+    for f, vals in grid.items():
+        if not vals or not all(_numeric(v) for v in vals):
+            continue
+        nums = sorted(float(v) if isinstance(v, (float, np.floating)) else int(v) for v in vals
+                      if v >= 0 and not (f in ZERO_IS_NO_LIMIT and v == 0))
+        v = best.get(f)
+        if len(set(nums)) < 2 or not _numeric(v) or v < 0 or (f in ZERO_IS_NO_LIMIT and v == 0):
+            continue
+        integer = all(isinstance(x, (int, np.integer)) for x in vals)
+        for upward, word in ((True, "largest"), (False, "smallest")):
+            if v != (nums[-1] if upward else nums[0]):
+                continue
+            nxt = _beyond(nums, upward, integer)
+            head = f"{_fmt_value(v)} is the {word} {f} you gave"
+            why = check(f, nxt) if (nxt is not None and check is not None) else ""
+            if nxt is None:
+                note = f"{head} (the pick uses it; nothing {'above' if upward else 'below'} it to try)"
+            elif why:
+                note = f"{head}; {_fmt_value(nxt)} would not be a valid configuration ({why})"
+            else:
+                note = f"{head}: try {_fmt_value(nxt)}"
+            if tied is not None and set(nums) <= {_plain(x) for x in tied.get(f, ())}:
+                note += f" (every {f} you gave is tied with the pick, so it makes little difference here)"
+            out.append(note + ".")
+    return out
+
+
+def _edge_check(res: PlanResult):
+    """``edge_notes``'s check: would the pick with ``field = value`` validate?"""
+    sc = res.scenario(int(res.best["config"]))
+
+    def check(f: str, v) -> str:
+        try:
+            _with_vllm_slots(sc.replace(**{f: coerce(f, v)}), res.grid).validate()
+        except (ValueError, TypeError) as e:
+            return str(e).split(";")[0]
+        return ""
+    return check
+
+
+def _bound_notes(res: PlanResult) -> list[str]:
+    """A note when the pick's search still met the SLO at its upper end (its value is a lower bound)."""
+    b = res.best
+    if res.objective not in ("max_rate", "max_adapters") or not bool(b.get("capped")):
+        return []
+    vname = _value_name(res.objective)
+    sc = res.base.replace(**{k: _plain(b[k]) for k in res.grid})
+    return [f"The pick's {vname} ({_fmt_value(b[vname])}) is a lower bound: a search still met the SLO at its "
+            f"upper end ({search.upper_bound_text(sc, SEARCHED[res.objective])})."]
 
 
 def plan_summary(res: PlanResult) -> str:
@@ -362,6 +604,7 @@ def plan_summary(res: PlanResult) -> str:
               if math.isfinite(b[vname + "_ci_low"]) else " (1 replication: no CI)")
         head += f": {b[vname]:.4g}{unit}{ci}"
     if len(ties):
-        head += f"; tied within the noise: {len(ties)} other configuration(s)"
+        head += (f"; tied within the noise: {len(ties)} other configuration(s), picked by the "
+                 f"{tie_break_short(res.objective)}")
     return head + f". SLO: {slo}; {res.replications} replication(s), common random numbers."
 

@@ -107,6 +107,15 @@ def _rate_cap(sc: Scenario) -> float:
     return MAX_REQUESTS / (1.1 * max(sc.duration_s, 1e-9))
 
 
+def upper_bound_text(sc: Scenario, field: str) -> str:
+    """The upper end of a ``max_rate`` (``arrival_rate_rps``) or ``max_adapters`` (``num_adapters``) search of
+    ``sc`` in words: a search that still passes there has found a lower bound, not the answer."""
+    if field == "num_adapters":
+        return f"{MAX_ADAPTERS:,} adapters, the most a search probes"
+    return (f"{_rate_cap(sc):.4g} req/s, the engine's cap of {MAX_REQUESTS:,} requests per run over "
+            f"{sc.duration_s:g} s")
+
+
 def search(sc: Scenario, slo: dict, field: str, start: float, rel_tol: float, integer: bool,
            upper: float, lower: float, probe_requests: int | None = None, step: float = 2.0) -> SearchResult:
     """Largest ``field`` value in [lower, upper] that passes (see the module docstring).
