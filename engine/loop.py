@@ -156,7 +156,7 @@ def heap_pop(ht, ha, n):
 @njit(cache=True, nogil=True, _nrt=False)
 def accum(ts, bucket_s, nb, t0, t1, col, value):
     """Add value * overlap of [t0, t1) with each bucket to ts[b, col]."""
-    if t1 <= t0 or value == 0.0:
+    if t1 <= t0 or value == 0.0 or t0 >= nb * bucket_s:  # (past the last bucket: no int overflow below)
         return
     b = int(t0 / bucket_s)
     while b < nb:
@@ -174,7 +174,7 @@ def accum(ts, bucket_s, nb, t0, t1, col, value):
 @njit(cache=True, nogil=True, _nrt=False)
 def accum_row(ts, bucket_s, nb, t0, t1, vals):
     """Add vals[c] * overlap of [t0, t1) with each bucket to ts[b, c], for every column at once."""
-    if t1 <= t0:
+    if t1 <= t0 or t0 >= nb * bucket_s:  # (past the last bucket: no int overflow below)
         return
     b = int(t0 / bucket_s)
     nc = vals.shape[0]

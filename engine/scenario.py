@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import presets
+from .limits import FLOAT_RANGES, MAX_DRAIN_RATIO, MAX_RUN_TOKENS, loads_json, short_repr
 from .policies import EVICT_BELADY, STRATEGIES, hot_set_pins
 from .presets.scenarios import TRACES
 from .routers import ROUTERS
@@ -39,6 +40,7 @@ ENUMS: dict[str, tuple[str, ...]] = {
 
 #: Hard cap on the requests one simulation may generate (open loop: rate x duration).
 MAX_REQUESTS = 2_000_000
+
 #: Most GPUs one fleet simulation may hold (``num_replicas``), and most replica x adapter pairs (each
 #: replica keeps its own adapter tables: about 200 bytes per pair).
 MAX_REPLICAS = 64
@@ -61,10 +63,7 @@ EXPORT_REPLICATIONS_KEY = "replications"  # seeds per strategy (replication k us
 
 
 def _json_object(text: str) -> dict:
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"scenario.json: not valid JSON ({e.msg} at line {e.lineno})") from None
+    d = loads_json(text, "scenario.json")
     if not isinstance(d, dict):
         raise ValueError(f"scenario: expected a JSON object, got {type(d).__name__}")
     return dict(d)
@@ -337,10 +336,52 @@ class Scenario:
         return t[:n], pt[:n], ot[:n]
 
     # ---------------------------------------------------------------- validation
+    def __post_init__(self) -> None:
+        self.check_fields()
+
+    def check_fields(self) -> None:
+        """Each field's type and range alone (``FLOAT_RANGES``, the integer ranges), checked whenever a
+        Scenario is built, on every path (``Scenario(...)``, ``from_preset``, ``from_dict``, ``replace``,
+        fitted files, uploads, the CLI); ``validate`` adds the checks that relate fields to each other."""
+        def bad(name: str, allowed: str) -> None:
+            raise ValueError(f"{name}: invalid value {short_repr(getattr(self, name))}; allowed: {allowed}")
+
+        for name in ("gpu", "model", "strategy", "trace", *ENUMS):
+            if not isinstance(getattr(self, name), str):
+                bad(name, "a string")
+        if not isinstance(self.host_warm, bool):
+            bad("host_warm", "true or false")
+
+        for name, (lo, lo_open, hi, why) in FLOAT_RANGES.items():
+            v = getattr(self, name)
+            if name == "arrival_rate_rps" and (self.arrival_process == "closed" or self.trace):
+                lo, lo_open, hi = 0.0, False, math.inf  # not used: closed loops and traces set their own arrivals
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                    or v < lo or (lo_open and v == lo) or v > hi:  # (inf bounds print as "inf")
+                bad(name, f"a number in {'(' if lo_open else '['}{lo:g}, {hi:g}]" + (f" ({why})" if why else ""))
+        ints = {"max_batch_size": (1, 4096), "max_batched_tokens": (1, 1 << 20), "max_loras": (0, 4096),
+                "max_cpu_loras": (0, 1 << 20), "hot_set_k": (-1, 1 << 20), "num_adapters": (1, 100_000),
+                "adapter_rank": (1, 1024), "concurrency": (1, 10_000), "prompt_tokens": (1, 1 << 17),
+                "max_in_system": (0, 10_000_000),
+                "output_tokens": (1, 1 << 17), "kv_block_tokens": (1, 1024), "seed": (0, 2**63 - 1)}
+        for name, (lo, hi) in ints.items():
+            v = getattr(self, name)
+            if isinstance(v, bool) or not (isinstance(v, int) and lo <= v <= hi):
+                bad(name, f"an integer in [{lo}, {hi}]")
+        for name, hi in (("num_replicas", MAX_REPLICAS), ("affinity_load_slack", 100_000)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not (isinstance(v, int) and (name != "num_replicas" or v >= 1) and 0 <= v <= hi):
+                bad(name, f"an integer in [{1 if name == 'num_replicas' else 0}, {hi}]")
+        if not isinstance(self.adapter_ranks, tuple) or len(self.adapter_ranks) > 64 or any(
+                isinstance(r, bool) or not (isinstance(r, int) and 1 <= r <= 1024) for r in self.adapter_ranks):
+            bad("adapter_ranks", "up to 64 integers in [1, 1024]")
+
     def validate(self) -> Scenario:
         """Raise ValueError naming the field, its value and what is allowed."""
         def bad(name: str, allowed: str) -> None:
-            raise ValueError(f"{name}: invalid value {getattr(self, name)!r}; allowed: {allowed}")
+            raise ValueError(f"{name}: invalid value {short_repr(getattr(self, name))}; allowed: {allowed}")
+
+        self.check_fields()
 
         if self.gpu not in presets.GPUS:
             bad("gpu", ", ".join(sorted(presets.GPUS)))
@@ -356,53 +397,14 @@ class Scenario:
             bad("trace", "'' (the drawn workload) or a shipped trace: " + ", ".join(TRACES))
         _check_time_scale(self.trace_time_scale)
 
-        positive = ["pcie_gbps", "disk_gbps", "duration_s", "slo_ttft_ms", "prefill_ms_per_token",
-                    "batch_window_ms", "max_wait_ms", "power_alpha",
-                    "arrival_cv"]
-        for name in positive:
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v > 0):
-                bad(name, "a finite number > 0")
-        if (self.arrival_process != "closed" and not self.trace
-                and not (math.isfinite(self.arrival_rate_rps) and self.arrival_rate_rps > 0)):
-            bad("arrival_rate_rps", "a finite number > 0")
-        nonneg = ["vram_budget_gb", "reserve_gb", "load_latency_ms", "disk_latency_ms", "warmup_s",
-                  "drain_s", "zipf_s", "step_overhead_ms", "lora_ms_per_adapter", "lora_ms_per_slot",
-                  "lora_us_per_token_slot", "frontend_ms", "length_spread", "decode_ms_per_token", "kv_cache_gb"]
-        for name in nonneg:
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v >= 0):
-                bad(name, "a finite number >= 0")
-        for name in ("compute_eff", "bw_eff", "gpu_mem_util"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and 0 < v <= 1):
-                bad(name, "a number in (0, 1]")
-        if self.zipf_s > 10:
-            bad("zipf_s", "a number in [0, 10]")
         if self.length_dist == "uniform" and self.length_spread >= 1:
             bad("length_spread", "a number in [0, 1) for uniform lengths")
-        if self.length_spread > 10:
-            bad("length_spread", "a number in [0, 10]")
         if self.warmup_s >= self.duration_s:
             bad("warmup_s", f"a number < duration_s ({self.duration_s})")
-        if self.duration_s > 86400:
-            bad("duration_s", "at most 86400 s")
-        if self.drain_s > 86400:
-            bad("drain_s", "at most 86400 s")
+        if self.drain_s > MAX_DRAIN_RATIO * self.duration_s:
+            bad("drain_s", f"at most {MAX_DRAIN_RATIO} x duration_s ({MAX_DRAIN_RATIO * self.duration_s:g} s): the "
+                "time series has one bucket per duration_s / 200 over duration_s + drain_s")
 
-        ints = {"max_batch_size": (1, 4096), "max_batched_tokens": (1, 1 << 20), "max_loras": (0, 4096),
-                "max_cpu_loras": (0, 1 << 20), "hot_set_k": (-1, 1 << 20), "num_adapters": (1, 100_000),
-                "adapter_rank": (1, 1024), "concurrency": (1, 10_000), "prompt_tokens": (1, 1 << 17),
-                "max_in_system": (0, 10_000_000),
-                "output_tokens": (1, 1 << 17), "kv_block_tokens": (1, 1024), "seed": (0, 2**63 - 1)}
-        for name, (lo, hi) in ints.items():
-            v = getattr(self, name)
-            if not (isinstance(v, int) and lo <= v <= hi):
-                bad(name, f"an integer in [{lo}, {hi}]")
-        for name, hi in (("num_replicas", MAX_REPLICAS), ("affinity_load_slack", 100_000)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not (isinstance(v, int) and (name != "num_replicas" or v >= 1) and 0 <= v <= hi):
-                bad(name, f"an integer in [{1 if name == 'num_replicas' else 0}, {hi}]")
         if self.num_replicas > 1:
             if self.num_replicas * self.num_adapters > MAX_REPLICA_ADAPTERS:
                 bad("num_replicas", f"at most {MAX_REPLICA_ADAPTERS // self.num_adapters} with num_adapters "
@@ -414,9 +416,6 @@ class Scenario:
                 bad("router", ", ".join(r for r, v in ROUTERS.items() if not v.stateful) + f" with strategy "
                     f"{self.strategy!r} and num_replicas {self.num_replicas} (Belady eviction needs each replica's "
                     "future requests, which a state-reading router decides only during the run)")
-        if len(self.adapter_ranks) > 64 or any(not (isinstance(r, int) and 1 <= r <= 1024) for r in self.adapter_ranks):
-            bad("adapter_ranks", "up to 64 integers in [1, 1024]")
-
         # workload size (protects the hosted app and the machine)
         if self.trace and self.expected_requests() > MAX_REQUESTS:
             raise ValueError(
@@ -427,6 +426,12 @@ class Scenario:
             raise ValueError(
                 f"arrival_rate_rps: {self.arrival_rate_rps} req/s x duration_s {self.duration_s} s "
                 f"= {self.expected_requests():.0f} requests; allowed: at most {MAX_REQUESTS}")
+        mean_tokens = self.prompt_tokens + self.output_tokens
+        if self.arrival_process != "closed" and not self.trace and self.expected_requests() * mean_tokens > MAX_RUN_TOKENS:
+            raise ValueError(
+                f"arrival_rate_rps: {self.expected_requests():.0f} requests of {mean_tokens} tokens on average "
+                f"(prompt + output) is more work than one run may ask for; allowed: at most "
+                f"{MAX_RUN_TOKENS:,.0f} tokens per run (fewer requests or shorter ones)")
 
         # memory
         plan = self.memory_plan()
@@ -498,8 +503,8 @@ class Scenario:
 
 def _check_time_scale(v: float) -> None:
     lo, hi = TRACE_TIME_SCALE_RANGE
-    if not (math.isfinite(v) and lo <= v <= hi):
-        raise ValueError(f"trace_time_scale: invalid value {v!r}; allowed: a number in [{lo:g}, {hi:g}] "
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and lo <= v <= hi):
+        raise ValueError(f"trace_time_scale: invalid value {short_repr(v)}; allowed: a number in [{lo:g}, {hi:g}] "
                          "(the trace's arrival times are divided by it: 2 replays it twice as fast)")
 
 

@@ -64,6 +64,10 @@ def draw_lengths(sc: Scenario, mean: int, rng: np.random.Generator, n: int) -> n
     return np.clip(np.rint(x), lo, hi).astype(np.int64)
 
 
+#: Chunks of gaps ``draw_arrivals`` draws at most (each is expected to cover duration_s on its own).
+MAX_ARRIVAL_CHUNKS = 64
+
+
 def draw_arrivals(sc: Scenario, rng: np.random.Generator) -> np.ndarray:
     """Arrival times in [0, duration_s), open loop."""
     lam = sc.arrival_rate_rps
@@ -81,6 +85,9 @@ def draw_arrivals(sc: Scenario, rng: np.random.Generator) -> np.ndarray:
         total += g.sum()
         if total >= sc.duration_s:
             break
+        if len(gaps_parts) >= MAX_ARRIVAL_CHUNKS:  # (cannot happen in arrival_cv's range: a guard, not a rule)
+            raise ValueError(f"arrival_cv: invalid value {sc.arrival_cv!r}; the gaps drawn did not cover "
+                             f"duration_s in {MAX_ARRIVAL_CHUNKS} chunks of {chunk}")
     t = np.cumsum(np.concatenate(gaps_parts))
     return t[t < sc.duration_s]
 

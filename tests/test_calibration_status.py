@@ -2,6 +2,7 @@
 cost model is a calibrated preset's, and its error figures are those of docs/validation/*_errors.csv."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -11,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine import Scenario, simulate
 from engine.calibration import CALIBRATED, FITTED_FIELDS, calibration_status
+from engine.limits import FLOAT_RANGES
 from engine.presets import SCENARIOS
 from engine.scenario import ENUMS
 
@@ -69,8 +71,8 @@ def test_changing_a_fitted_parameter_drops_the_calibration(field):
     value = getattr(sc, field)
     if isinstance(value, str):  # the cost model or the scheduling it was fitted under
         value = next(v for v in ENUMS[field] if v != value)
-    else:
-        value += 0.01
+    else:  # a small change inside the field's range (an efficiency of 1 cannot grow)
+        value = value - 0.01 if value + 0.01 > FLOAT_RANGES.get(field, (0, False, math.inf, ""))[2] else value + 0.01
     st = calibration_status(sc.replace(**{field: value}))
     assert st.kind == "modified" and field in st.detail and "do not apply" in st.detail
 

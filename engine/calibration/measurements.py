@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..limits import clip
 from ..scenario import Scenario, coerce
 
 #: Metric columns of a ``vllm bench serve`` result (ms for latencies, req/s and tok/s).
@@ -70,7 +71,7 @@ def _tool_file(src) -> bool:
     for chunk in (text, first):
         try:
             return tool_format(json.loads(chunk)) is not None
-        except (json.JSONDecodeError, ValueError):
+        except (json.JSONDecodeError, ValueError, RecursionError):
             continue
     return False
 
@@ -167,7 +168,9 @@ def _read_table(src) -> pd.DataFrame:
             except json.JSONDecodeError:
                 return pd.DataFrame([json.loads(ln) for ln in lines])
     except (json.JSONDecodeError, ValueError) as e:
-        raise ValueError(f"data: not valid JSON ({e})") from None
+        raise ValueError(f"data: not valid JSON ({clip(str(e))})") from None
+    except RecursionError:
+        raise ValueError("data: JSON nested too deeply; allowed: at most a few hundred levels") from None
     try:
         return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
     except Exception as e:  # pandas raises many types for malformed CSV

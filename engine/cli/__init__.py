@@ -14,6 +14,7 @@ import json
 import time
 from pathlib import Path
 
+from ..limits import clip, short_repr
 from .common import Parser, fail, jsonable, load_scenario_file, parse_pairs
 
 #: The top-level description of ``python -m engine --help``.
@@ -220,4 +221,10 @@ def main(argv=None) -> int:
     if not getattr(a, "func", None):
         p.print_help()
         return 0
-    return a.func(a)
+    try:
+        return a.func(a)
+    except OSError as e:  # e.g. an --out that cannot be written: one line, exit 2, never a traceback
+        where = f"{short_repr(e.filename)}: " if e.filename else ""
+        return fail(f"{where}{e.strerror or e}")
+    except (ValueError, RecursionError, MemoryError) as e:
+        return fail(clip(str(e)))

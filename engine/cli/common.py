@@ -26,6 +26,8 @@ def parse_pairs(items, option: str = "--set", what: str = "field=value") -> dict
         if "=" not in it or not it.split("=", 1)[0].strip():
             raise ValueError(f"{option}: invalid value {it!r}; allowed: {what}")
         k, v = it.split("=", 1)
+        if k.strip() in out:
+            raise ValueError(f"{option}: field {k.strip()!r} given twice; allowed: each field once")
         out[k.strip()] = v
     return out
 

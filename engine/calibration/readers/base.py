@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ...limits import loads_json
+
 #: Arrival kinds a ToolRun may state.
 ARRIVALS = ("poisson", "gamma", "constant", "burst", "closed")
 
@@ -171,13 +173,12 @@ def load_json_objects(path: Path) -> list:
         return [json.loads(s, parse_constant=_constant)]
     except json.JSONDecodeError:
         pass
+    except RecursionError:
+        raise ValueError(f"{path}: JSON nested too deeply; allowed: at most a few hundred levels") from None
     out = []
     for i, ln in enumerate(s.splitlines()):
         if ln.strip():
-            try:
-                out.append(json.loads(ln, parse_constant=_constant))
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}: line {i + 1}: not valid JSON ({e.msg})") from None
+            out.append(loads_json(ln, f"{path}: line {i + 1}", parse_constant=_constant))
     return out
 
 

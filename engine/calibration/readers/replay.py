@@ -27,7 +27,7 @@ import re
 import numpy as np
 
 from ... import presets
-from ...scenario import Scenario
+from ...scenario import MAX_REQUESTS, Scenario
 from ...sim import simulate
 from ...workload import Workload, draw_adapters
 from ..cases import Case
@@ -126,6 +126,9 @@ def arrivals(run: ToolRun, seed: int) -> np.ndarray:
     serve`` rescaled so that the last request leaves at n / rate (as vLLM does).
     """
     n = run.num_requests
+    if not 0 <= n <= MAX_REQUESTS:  # a file's claim, checked before anything is generated from it
+        raise ValueError(f"{run.source}: {n:,} requests; allowed: at most {MAX_REQUESTS:,} per run "
+                         "(the engine's cap on one simulation)")
     if run.start_s is not None:
         return np.sort(run.start_s)
     if run.arrival == "burst":
