@@ -37,7 +37,8 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
  IP_DECODE_RUN,  # advance runs of pure-decode steps in _decode_run (0: one iteration per step, the reference)
  IP_LORA_PAD,  # LoRA rank padding (LORA_PAD_*; Scenario.lora_rank_padding, docs/model.md 5.5)
  IP_QUIET,  # fleet: leave a replica behind while the router's view of it cannot change (fleet.py; 0: never)
- IP_LEN) = range(35)
+ IP_MAX_STEPS,  # the step budget (sim.step_budget): a run past it stops with FLAG_BUDGET (a guard, never reached)
+ IP_LEN) = range(36)
 # ---- float parameters (fp)
 (FP_DURATION, FP_HORIZON, FP_WINDOW, FP_MAX_WAIT, FP_PCIE_BPS, FP_DISK_BPS, FP_LOAD_LAT,
  FP_DISK_LAT, FP_ADAPTER_CAP, FP_POOL, FP_BLOCK_BYTES, FP_WEIGHT_BYTES, FP_PARAMS, FP_FLOPS,
@@ -100,7 +101,7 @@ AS_ABSENT, AS_LOADING, AS_RESIDENT = 0, 1, 2
 # ---- tiers
 TIER_GPU, TIER_CPU, TIER_DISK = 0, 1, 2
 # ---- flags
-FLAG_HORIZON, FLAG_DEADLOCK, FLAG_EXHAUSTED, FLAG_EVENTS_FULL = 1, 2, 4, 8
+FLAG_HORIZON, FLAG_DEADLOCK, FLAG_EXHAUSTED, FLAG_EVENTS_FULL, FLAG_BUDGET = 1, 2, 4, 8, 16
 # ---- time series columns
 (TS_QUEUE, TS_BATCH, TS_RESIDENT, TS_LOADS, TS_KV_FRAC, TS_BUSY, TS_IN_SYSTEM, TS_ADAPTER_BYTES,
  TS_KV_BYTES, TS_FRAG, TS_PCIE, TS_LEN) = range(12)
@@ -987,6 +988,9 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
     while run:
         if t >= t_limit:
             phase = PH_TOP  # arrivals at or after t may not be injected yet
+            break
+        if S_i[SI_STEPS] > ip[IP_MAX_STEPS]:  # the guard: no input loops forever (sim raises on the flag)
+            S_i[SI_FLAGS] |= FLAG_BUDGET
             break
         # ---- a run of pure-decode steps, if nothing else can happen (here, not after the step: a fleet
         # replica resumed mid-run goes on without a scheduler pass)

@@ -133,6 +133,7 @@ def _build(sc: Scenario, wl: Workload):
     ip[L.IP_CHUNKED] = int(sc.chunked_prefill_on())
     ip[L.IP_DECODE_RUN] = 1  # 0 runs every decode step through the scheduler (the reference, tested equal)
     ip[L.IP_QUIET] = 1  # fleet: 0 advances every replica to every arrival (the reference, tested equal)
+    ip[L.IP_MAX_STEPS] = step_budget(n, sc)
     ip[L.IP_LORA_PAD] = LORA_PAD_CODES[sc.lora_rank_padding_mode()]
     ip[L.IP_CONTIG] = int(contiguous)
     ip[L.IP_ARENA] = arena
@@ -275,9 +276,25 @@ LOOP_ARGS = ("ip", "fp", "R_i", "R_f", "A_i", "A_f", "a_list", "S_i", "S_f", "wq
              "res_list", "heap_t", "heap_a", "g_list", "g_key", "ts", "ev_t", "ev_i", "fl", "wf", "wi")
 
 
+def step_budget(n: int, sc: Scenario) -> int:
+    """The most scheduler steps a run of ``n`` requests may take: 8 x (each request alone in its steps, one per
+    output token and prefill chunk, plus two), + 10^6. Far above any run's real count (steps are shared by a
+    batch); a guard against a loop that would not end, never a model rule."""
+    per = sc.max_request_tokens() + 2
+    return int(min(8 * n * per + 1_000_000, 1 << 62))
+
+
+def _check_budget(flags: int, budget: int) -> None:
+    if flags & L.FLAG_BUDGET:
+        raise ValueError(f"stopped: budget reached; the run took more than {budget:,} scheduler steps (a guard "
+                         "against a run that would not end, far above any real run's count): please report the "
+                         "scenario")
+
+
 def _run(sc: Scenario, wl: Workload):
     arr = _build(sc, wl)
     L.run_loop(*(arr[k] for k in LOOP_ARGS))
+    _check_budget(int(arr["S_i"][L.SI_FLAGS]), int(arr["ip"][L.IP_MAX_STEPS]))
     return arr
 
 
@@ -338,7 +355,11 @@ def _simulate_arrays(scenario: Scenario, trace: Workload | None):
     if sc.num_replicas > 1:
         empty = np.zeros(0, np.int64)
         template = _build(sc, Workload(np.zeros(0), empty, empty, empty))
-        return sc, wl, fleet.run(sc, wl, template, MAX_EVENTS)
+        template["ip"][L.IP_MAX_STEPS] = step_budget(len(wl), sc)  # each replica: the fleet's whole stream
+        st = fleet.run(sc, wl, template, MAX_EVENTS)
+        for flags in st["S_i"][:, L.SI_FLAGS]:
+            _check_budget(int(flags), int(template["ip"][L.IP_MAX_STEPS]))
+        return sc, wl, st
     return sc, wl, _run(sc, wl)
 
 

@@ -192,3 +192,28 @@ def test_the_arrival_generator_is_guarded(monkeypatch):
             assert str(e).startswith("arrival_cv: invalid value 10.0")
             return
     pytest.fail(f"no draw needed a second chunk: {out}")
+
+
+# ---------------------------------------------------------------- the step budget (a guard in the jitted loop)
+
+
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_a_run_past_its_step_budget_stops_with_a_clear_error(monkeypatch, replicas):
+    from engine import sim, simulate
+    sc = Scenario.from_preset("default", duration_s=20.0, warmup_s=1.0, num_replicas=replicas,
+                              arrival_rate_rps=16.0 * replicas)
+    steps = simulate(sc).summary["steps"]  # every replica's steps, summed
+    assert steps > 50
+    monkeypatch.setattr(sim, "step_budget", lambda n, s: 50)
+    with pytest.raises(ValueError, match=r"^stopped: budget reached; the run took more than 50 scheduler steps"):
+        simulate(sc)
+
+
+def test_real_runs_stay_far_below_the_step_budget():
+    from engine import sim
+    from engine.loop import SI_STEPS
+    for preset in ("default", "vllm-llama31-8b", "slora-a10g-s1"):
+        sc = Scenario.from_preset(preset).replace(duration_s=30.0, warmup_s=2.0).validate()
+        wl = sim.generate(sc)
+        arr = sim._run(sc, wl)
+        assert 0 < arr["S_i"][SI_STEPS] < sim.step_budget(len(wl), sc) / 8, preset
