@@ -513,7 +513,7 @@ def shipped_trace_file(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Arrival times (s), prompt and output tokens of a shipped trace (``TRACES``), read once and cached
     (read-only arrays); ValueError naming ``trace`` for an unknown name or a damaged file."""
     if name not in TRACES:
-        raise ValueError(f"trace: invalid value {name!r}; allowed: {', '.join(TRACES)}")
+        raise ValueError(f"trace: invalid value {short_repr(name)}; allowed: {', '.join(TRACES)}")
     path = TRACE_DIR / TRACES[name]["file"]
     try:
         with open(path, encoding="utf-8") as f:
@@ -606,5 +606,5 @@ def coerce(name: str, value: Any) -> Any:
             return tuple(out)
     except (TypeError, ValueError, OverflowError):
         kind = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false"}.get(t, "a comma-separated list of integers")
-        raise ValueError(f"{name}: invalid value {value!r}; allowed: {kind}") from None
+        raise ValueError(f"{short_repr(name)}: invalid value {short_repr(value)}; allowed: {kind}") from None
     raise AssertionError(t)  # pragma: no cover

@@ -5,6 +5,8 @@ import argparse
 import math
 import sys
 
+from ..limits import short_repr
+
 
 class Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line and exit with code 2."""
@@ -24,7 +26,7 @@ def parse_pairs(items, option: str = "--set", what: str = "field=value") -> dict
     out = {}
     for it in items or []:
         if "=" not in it or not it.split("=", 1)[0].strip():
-            raise ValueError(f"{option}: invalid value {it!r}; allowed: {what}")
+            raise ValueError(f"{option}: invalid value {short_repr(it)}; allowed: {what}")
         k, v = it.split("=", 1)
         if k.strip() in out:
             raise ValueError(f"{option}: field {k.strip()!r} given twice; allowed: each field once")
@@ -83,7 +85,7 @@ def positive_int(name):
         try:
             v = int(s)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name}: invalid value {s!r}; allowed: a positive integer") from None
+            raise argparse.ArgumentTypeError(f"{name}: invalid value {short_repr(s)}; allowed: a positive integer") from None
         if v < 1:
             raise argparse.ArgumentTypeError(f"{name}: invalid value {s!r}; allowed: a positive integer")
         return v

@@ -10,6 +10,7 @@ any model a caller adds with ``register_model`` (e.g. one built by
 import math
 from dataclasses import asdict, dataclass, fields
 
+from ..limits import short_repr
 from .units import unknown
 
 #: MLP layouts: "gated" = gate_proj + up_proj + down_proj (SwiGLU / GeGLU: Llama, Mistral,
@@ -39,11 +40,11 @@ class Model:
         for f in ("name", "label", "source"):
             v = getattr(self, f)
             if not isinstance(v, str) or not v.strip():
-                raise ValueError(f"model {self.name!r}: {f}: invalid value {v!r}; allowed: a non-empty string")
+                raise ValueError(f"model {short_repr(self.name)}: {f}: invalid value {short_repr(v)}; allowed: a non-empty string")
         for f in ("n_layers", "hidden_size", "n_heads", "n_kv_heads", "intermediate_size", "vocab_size"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise ValueError(f"model {self.name!r}: {f}: invalid value {v!r}; allowed: a positive integer")
+                raise ValueError(f"model {short_repr(self.name)}: {f}: invalid value {short_repr(v)}; allowed: a positive integer")
         hd = self.head_dim
         if isinstance(hd, bool) or not isinstance(hd, int) or hd < 0:
             raise ValueError(f"model {self.name!r}: head_dim: invalid value {hd!r}; allowed: a positive integer "
@@ -296,7 +297,7 @@ def register_model(model: Model) -> Model:
     helper taking a model name accept it.  Registering the same model again is a no-op; a name
     already taken by a different model (a preset or an earlier registration) is a ValueError."""
     if not isinstance(model, Model):
-        raise ValueError(f"model: invalid value {model!r}; allowed: an engine.presets.Model "
+        raise ValueError(f"model: invalid value {short_repr(model)}; allowed: an engine.presets.Model "
                          f"(e.g. from engine.model_from_hf_config)")
     old = MODELS.get(model.name)
     if old is not None and old != model:
@@ -315,7 +316,7 @@ def model_to_dict(model: Model) -> dict:
 def model_from_dict(d: object, where: str = "model_definition") -> Model:
     """Rebuild a Model from ``model_to_dict`` output; ValueError naming ``where``.<field> otherwise."""
     if not isinstance(d, dict):
-        raise ValueError(f"{where}: invalid value {d!r}; allowed: a JSON object with the fields "
+        raise ValueError(f"{where}: invalid value {short_repr(d)}; allowed: a JSON object with the fields "
                          f"of engine.presets.Model")
     names = [f.name for f in fields(Model)]
     required = [n for n in names if n not in ("head_dim", "mlp")]  # those two have defaults
