@@ -248,7 +248,7 @@ def min_step_seconds(ip: np.ndarray, fp: np.ndarray) -> float:
                 fp[L.FP_BW], fp[L.FP_ATTN], fp[L.FP_KV_TOK], fp[L.FP_OVERHEAD], fp[L.FP_LORA_ADAPTER],
                 fp[L.FP_LORA_SLOT], fp[L.FP_PREFILL_TOK], fp[L.FP_DECODE_STEP], fp[L.FP_LORA_TOKSLOT])
         lb = min(step_seconds(fixed, 1.0, 1.0, 0.0, *args), step_seconds(fixed, 0.0, 0.0, 1.0, *args))
-    lb = float(lb) * (1.0 - 1e-9)
+    lb = float(lb) * fp[L.FP_COST_SCALE] * (1.0 - 1e-9)
     return lb if math.isfinite(lb) and lb > 0.0 else 0.0
 
 

@@ -51,7 +51,10 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
  # cost_model "kernel" (docs/model.md 5.4): on/off, layers, the spec sheet's peak FLOP/s and HBM bytes/s (no
  # compute_eff / bw_eff), vocabulary and hidden size (the LM head), then FP_KPARAMS: kernels.param_array()
  # (len(PARAM_NAMES) slots) and FP_DENSE_N / FP_DENSE_K: kernels.dense_dims(model, 1) (len(DENSE_OPS) slots each)
- FP_KERNEL, FP_N_LAYERS, FP_PEAK_FLOPS, FP_PEAK_BW, FP_VOCAB, FP_HIDDEN, FP_KPARAMS) = range(34)
+ FP_KERNEL, FP_N_LAYERS, FP_PEAK_FLOPS, FP_PEAK_BW, FP_VOCAB, FP_HIDDEN,
+ # Scenario.cost_scale: every step's seconds times it (1.0: unchanged, bit for bit)
+ FP_COST_SCALE,
+ FP_KPARAMS) = range(35)
 FP_DENSE_N = FP_KPARAMS + len(PARAM_NAMES)
 FP_DENSE_K = FP_DENSE_N + len(DENSE_OPS)
 FP_LEN = FP_DENSE_K + len(DENSE_OPS)
@@ -765,11 +768,11 @@ def _step_dt(ip, fp, kernel_cost, k_n, k_k, k_params, p_tokens, attn_prefill, n_
                                    distinct, float(ip[IP_PAD_SLOTS]), fp[FP_FLOPS], fp[FP_BW], fp[FP_ATTN],
                                    fp[FP_KV_TOK], fp[FP_OVERHEAD], fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT],
                                    fp[FP_LORA_TOKSLOT], fp[FP_N_LAYERS], k_n, k_k, k_params, fp[FP_PEAK_FLOPS],
-                                   fp[FP_PEAK_BW], fp[FP_VOCAB], fp[FP_HIDDEN])
+                                   fp[FP_PEAK_BW], fp[FP_VOCAB], fp[FP_HIDDEN]) * fp[FP_COST_SCALE]
     return step_seconds(ip[IP_FIXED] != 0, p_tokens, attn_prefill, n_dec, ctx, lora_flops, lora_bytes, distinct,
                         float(ip[IP_PAD_SLOTS]), fp[FP_PARAMS], fp[FP_WEIGHT_BYTES], fp[FP_FLOPS], fp[FP_BW],
                         fp[FP_ATTN], fp[FP_KV_TOK], fp[FP_OVERHEAD], fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT],
-                        fp[FP_PREFILL_TOK], fp[FP_DECODE_STEP], fp[FP_LORA_TOKSLOT])
+                        fp[FP_PREFILL_TOK], fp[FP_DECODE_STEP], fp[FP_LORA_TOKSLOT]) * fp[FP_COST_SCALE]
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -137,6 +137,7 @@ class Scenario:
     lora_ms_per_adapter: float = 0.0      # per distinct adapter in the batch (kernel overhead; fitted by calibration)
     lora_ms_per_slot: float = 0.0         # per reserved adapter slot (vLLM pads to max_loras)
     lora_us_per_token_slot: float = 0.0   # per batch token per reserved slot (LoRA kernels launched over max_loras)
+    cost_scale: float = 1.0               # every step's duration and frontend_ms times this (the planner's error band: docs/model.md 10)
     lora_rank_padding: str = "auto"       # LoRA cost at each adapter's rank ("none"), the step's largest ("batch_max"), the largest configured ("max_rank"); "auto": the strategy's (docs/model.md 5.5)
     # fleet (docs/model.md, "Fleet"): identical GPUs, each a full server of this scenario
     num_replicas: int = 1                 # 1 = one GPU (the single-GPU loop, unchanged)

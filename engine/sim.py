@@ -170,6 +170,7 @@ def _build(sc: Scenario, wl: Workload):
     fp[L.FP_WARMUP] = sc.warmup_s
     # cost_model "kernel" (docs/model.md 5.4): the dense GEMMs at the spec sheet's peak and bandwidth
     fp[L.FP_KERNEL] = float(sc.cost_model == "kernel")
+    fp[L.FP_COST_SCALE] = sc.cost_scale
     fp[L.FP_N_LAYERS] = m.n_layers
     fp[L.FP_PEAK_FLOPS] = g.fp16_tflops * 1e12
     fp[L.FP_PEAK_BW] = g.hbm_gbps * 1e9
@@ -374,7 +375,7 @@ def _request_cols(sc: Scenario, R_i, R_f) -> dict:
     out = R_i[L.RI_OUTPUT][issued]
     lw = R_f[L.RF_LOADWAIT][issued] * 1e3
     qstall = R_f[L.RF_QSTALL][issued] * 1e3  # sync: load stalls the request waited out while queued (in lw)
-    fe = sc.frontend_ms
+    fe = sc.frontend_ms * sc.cost_scale
     ttft = (first - arrival) * 1e3 + fe  # the API server's own latency comes on top of the engine's
     sync = effective(sc)["load_mode"] == "sync"
     prefill = (first - admit) * 1e3 - (lw - qstall if sync else 0.0)

@@ -19,7 +19,7 @@ from ..scenario import Scenario
 #: longer the calibrated one.
 FITTED_FIELDS = ("service_mode", "cost_model", "chunked_prefill", "lora_rank_padding", "compute_eff", "bw_eff",
                  "step_overhead_ms", "lora_ms_per_adapter", "lora_ms_per_slot", "lora_us_per_token_slot", "frontend_ms",
-                 "max_in_system")
+                 "max_in_system", "cost_scale")
 
 
 @dataclass(frozen=True)
