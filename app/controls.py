@@ -29,7 +29,20 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from app import exports
-from engine import ENUMS, ROUTERS, STRATEGIES, TRACE_CITATION, TRACES, Scenario, model_from_hf_config, presets
+from app.text import md_escape, md_message
+from engine import (
+    ENUMS,
+    MODEL_DEFINITION_KEY,
+    ROUTERS,
+    STRATEGIES,
+    TRACE_CITATION,
+    TRACES,
+    Scenario,
+    loads_json,
+    model_from_hf_config,
+    presets,
+    short_repr,
+)
 from engine.calibration import calibration_status
 from engine.planner import memory_sentence
 
@@ -174,6 +187,14 @@ def _vram_note(ctx: Ctx, v: float) -> str:
         return ""
 
 
+def model_options() -> list[str]:
+    """The base-model menu: the built-in presets, then the models this session uploaded (``session_models``;
+    none outside a Streamlit session).  Another session's uploads are in ``presets.MODELS`` too (the engine's
+    registry is per process) but never offered, accepted from a URL or named here."""
+    mine = [n for n in session_models() if n in presets.MODELS and not presets.is_preset_model(n)]
+    return [n for n in presets.MODELS if presets.is_preset_model(n)] + mine
+
+
 def _rate_note(ctx: Ctx, v: float) -> str:
     return f"Cap: arrival rate x duration <= {MAX_REQUESTS_PER_RUN:,} requests per strategy (longer runs are shortened)."
 
@@ -194,7 +215,7 @@ CONTROLS: list[Control] = [
             note=_gpu_note),
     Control("model", "Base model", "Base LLM (engine.presets.MODELS), fp16 weights. Its size and the GPU decide "
             "how much memory is left for adapters and the KV cache.", "Hardware and model", "select", str,
-            options=lambda ctx: list(presets.MODELS), default=_base("model"), note=_model_note),
+            options=lambda ctx: model_options(), default=_base("model"), note=_model_note),
     Control("trace", "Traffic source", "Empty: generated traffic (the controls below). Or replay a real "
             "request trace shipped with the app: Azure's LLM inference traces of 2023 (conversation, coding; about "
             "one hour each) give the arrival times and prompt/output lengths; each request's adapter is drawn from "
@@ -616,6 +637,7 @@ def non_url_fields(base: Mapping[str, Any], preset: str) -> list[str]:
 # =========================================================== Streamlit widgets
 import streamlit as st  # noqa: E402  (the pure part above does not need it)
 from streamlit.errors import StreamlitAPIException  # noqa: E402
+from streamlit.runtime.scriptrunner import get_script_run_ctx  # noqa: E402
 
 _BOUNDS = "_control_bounds"
 _URL_CHECKED = "_url_checked"
@@ -745,8 +767,8 @@ def show_url_issues() -> None:
     msgs = st.session_state.get(_URL_ISSUES)
     if not msgs:
         return
-    for m in msgs:
-        st.warning(m, icon=":material/link_off:")
+    for m in msgs:  # plain text quoting the link's values: shown literally (only `name` code spans stay code)
+        st.warning(md_message(m), icon=":material/link_off:")
     if st.button("Dismiss link warnings", key="dismiss_url_issues", type="tertiary"):
         st.session_state.pop(_URL_ISSUES, None)
         st.rerun()
@@ -854,8 +876,11 @@ def on_upload(key: str, error_key: str, parse: Callable[[str, bytes], Any],
 def read_scenario_upload(name: str, data: bytes) -> tuple[Scenario, list[str] | None, int | None]:
     """An uploaded scenario.json: (scenario, strategies, replications); ValueError naming the file."""
     try:
-        sc, strategies, replications = exports.read_scenario_json(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        defined = _check_upload_model(text)  # first: the engine's own message lists every session's models
+        sc, strategies, replications = exports.read_scenario_json(text)
         sc.validate()
+        _claim_model(sc.model, defined)  # a model_definition registered it: this session's model too
     except UnicodeDecodeError:
         raise ValueError(f"{name}: not UTF-8 text; expected a scenario.json file") from None
     except ValueError as e:
@@ -882,16 +907,76 @@ def on_scenario_upload() -> None:
     on_upload("scenario_upload", "_upload_error", read_scenario_upload, _restore_upload, "_upload_msg")
 
 
-#: An uploaded config.json: at most this many bytes (a real one is 1-5 KB), and at most this many models
-#: registered by uploads in one server process (they are shared by every session of the process).
+#: An uploaded config.json: at most this many bytes (a real one is 1-5 KB).
 MAX_CONFIG_BYTES = 256 * 1024
-MAX_UPLOADED_MODELS = 200
+#: Models one session may upload (config.json, or a scenario.json's model_definition); the session's model menu
+#: offers the presets and these only (``model_options``), kept in its session state (``UPLOADED_MODELS_KEY``).
+MAX_UPLOADED_MODELS = 20
+#: Models the engine's registry (``presets.MODELS``, one per server process, so that ``Scenario.validate``
+#: accepts them) may hold from uploads of every session together: a bound on its memory.
+MAX_REGISTERED_MODELS = 2000
+#: Session-state key: the names of the models this session uploaded, in upload order.
+UPLOADED_MODELS_KEY = "_uploaded_models"
+
+
+def session_models() -> list[str]:
+    """The models this session uploaded (none outside a Streamlit session)."""
+    if get_script_run_ctx(suppress_warning=True) is None:
+        return []
+    return list(st.session_state.get(UPLOADED_MODELS_KEY) or [])
+
+
+def _claim_model(name: str, defined: bool = True) -> None:
+    """Record the non-preset model ``name`` of an upload as this session's (``UPLOADED_MODELS_KEY``; nothing
+    outside a session).  ``defined``: the upload carries its definition; one that only names a model this
+    session did not upload (another session's, registered in this process) is refused as unknown."""
+    if presets.is_preset_model(name) or get_script_run_ctx(suppress_warning=True) is None:
+        return
+    mine = session_models()
+    if name in mine:
+        return
+    if not defined:
+        raise _unknown_model(name)
+    _check_session_room(name)
+    st.session_state[UPLOADED_MODELS_KEY] = [*mine, name]
+
+
+def _unknown_model(name: Any) -> ValueError:
+    """A model this session cannot use, named without listing other sessions' models."""
+    return ValueError(f"model: invalid value {short_repr(name)}; allowed: one of {', '.join(model_options())} "
+                      f"(the presets and the models uploaded in this session), or a scenario.json carrying the "
+                      f"model's definition ({MODEL_DEFINITION_KEY})")
+
+
+def _check_session_room(name: str) -> None:
+    """ValueError if ``name`` would be a model beyond this session's ``MAX_UPLOADED_MODELS``."""
+    mine = session_models()
+    if name not in mine and len(mine) >= MAX_UPLOADED_MODELS:
+        raise ValueError(f"{len(mine)} models uploaded in this session; allowed: at most {MAX_UPLOADED_MODELS} "
+                         "(a new browser session starts with none)")
+
+
+def _check_upload_model(text: str) -> bool:
+    """Before the engine reads a scenario.json (whose error for an unknown model lists every registered model,
+    other sessions' uploads too): ValueError if its model is neither a preset, nor this session's, nor defined
+    in the file.  Returns whether the file carries a model definition (``MODEL_DEFINITION_KEY``)."""
+    d = loads_json(text, "scenario.json")
+    if not isinstance(d, dict):
+        return False  # the engine says what is wrong
+    defined = MODEL_DEFINITION_KEY in d
+    model = d.get("model")
+    if (get_script_run_ctx(suppress_warning=True) is not None and isinstance(model, str) and not defined
+            and not presets.is_preset_model(model) and model not in session_models()):
+        raise _unknown_model(model)
+    return defined
 
 
 def register_config(data: bytes, filename: str = "config.json") -> tuple[str, str]:
     """Register the model a Hugging Face config.json defines (engine.model_from_hf_config); returns (model name,
     message).  ValueError naming the file and the bad field for anything the engine refuses.  A name taken by
-    a different model gets the definition's hash appended, so an upload never replaces a preset."""
+    a different model gets the definition's hash appended, so an upload never replaces a preset.  The engine's
+    registry is per process; in a Streamlit session the model also joins that session's list
+    (``session_models``), which alone the session's model menu and URL accept."""
     if len(data) > MAX_CONFIG_BYTES:
         raise ValueError(f"{filename}: {len(data) / 1024:.0f} KB; allowed: at most {MAX_CONFIG_BYTES // 1024} KB "
                          "(a config.json is a few KB)")
@@ -912,12 +997,14 @@ def register_config(data: bytes, filename: str = "config.json") -> tuple[str, st
         if known is not None and known != model:
             digest = hashlib.sha256(json.dumps(presets.model_to_dict(model), sort_keys=True).encode()).hexdigest()
             model = model_from_hf_config(config, name=f"{model.name}-{digest[:8]}")
+        _check_session_room(model.name)
         if model.name not in presets.MODELS:
             uploaded = sum(1 for n in presets.MODELS if not presets.is_preset_model(n))
-            if uploaded >= MAX_UPLOADED_MODELS:
+            if uploaded >= MAX_REGISTERED_MODELS:
                 raise ValueError(f"{uploaded} uploaded models in this server; allowed: at most "
-                                 f"{MAX_UPLOADED_MODELS} (restart the server to clear them)")
+                                 f"{MAX_REGISTERED_MODELS} (restart the server to clear them)")
         presets.register_model(model)
+        _claim_model(model.name)  # this session's menu offers it; no other session's does
     except ValueError as e:
         raise ValueError(f"{filename}: {e}") from None
     gib = presets.weight_bytes(model) / presets.GIB
@@ -1133,8 +1220,9 @@ def render_share(state: AppState, page_path: str = "", where=None) -> None:
                    "page's settings." if n else "Every control is at the preset's value: the page's address "
                    "alone restores it.")
             if state.scenario is not None and not presets.is_preset_model(state.scenario.model):
-                _small(f"The base model {state.scenario.model} was uploaded (config.json): the link opens it on "
-                       "this server while it runs; elsewhere share the scenario.json (What-if page, Export), "
+                _small(f"The base model {state.scenario.model} was uploaded in this session (config.json): "
+                       "the link names it, but another session (another visitor, a new tab) does not have it and "
+                       "gets the preset's model with a warning; share the scenario.json (What-if page, Export), "
                        "which carries the model's definition.")
             if state.override_fields:
                 _small("Not carried by the link: fields of the uploaded scenario.json that differ from the "
@@ -1174,7 +1262,7 @@ def show_header(state: AppState, title: str, subtitle: str | None = None, help: 
                    f"{', '.join(state.override_fields)}).")
     trace = st.session_state.get("_trace")
     if trace is not None and title != "What-if":
-        st.caption(f"The uploaded trace {trace['name']} is replayed on the What-if page only; this page uses "
+        st.caption(f"The uploaded trace {md_escape(trace['name'])} is replayed on the What-if page only; this page uses "
                    "the generated workload.")
 
 

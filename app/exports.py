@@ -8,11 +8,18 @@ from typing import Any
 
 import pandas as pd
 
-from engine import EXPORT_REPLICATIONS_KEY, EXPORT_STRATEGIES_KEY, Scenario
+from engine import EXPORT_REPLICATIONS_KEY, EXPORT_STRATEGIES_KEY, Scenario, write_csv
 
 #: Keys a scenario.json written by the app carries besides the scenario's fields.
 STRATEGIES_KEY = EXPORT_STRATEGIES_KEY      # the compared strategies (the ``strategy`` field is the baseline)
 REPLICATIONS_KEY = EXPORT_REPLICATIONS_KEY  # seeds per strategy (replication k uses seed + k)
+
+
+def csv_bytes(df: pd.DataFrame) -> bytes:
+    """``df`` as the bytes of a CSV download (no index): every download button serves this, through
+    ``engine.write_csv``, so a text cell starting like a spreadsheet formula (``=``, ``+``, ``-``, ``@``, tab,
+    CR) is quoted (OWASP's CSV-injection rule) and numbers are untouched."""
+    return write_csv(df, index=False).encode()
 
 
 def _stack(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -22,12 +29,12 @@ def _stack(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
 
 def requests_csv(requests: Mapping[str, pd.DataFrame]) -> bytes:
     """Every simulated request of every strategy: ``strategy`` + ``SimResult.requests`` columns."""
-    return _stack(requests).to_csv(index=False).encode()
+    return csv_bytes(_stack(requests))
 
 
 def timeseries_csv(timeseries: Mapping[str, pd.DataFrame]) -> bytes:
     """``strategy`` + ``SimResult.timeseries`` columns."""
-    return _stack(timeseries).to_csv(index=False).encode()
+    return csv_bytes(_stack(timeseries))
 
 
 def _cell(v: Any) -> Any:
@@ -52,7 +59,7 @@ def summary_frame(summaries: Mapping[str, Mapping], scenario: Scenario | None = 
 
 
 def summary_csv(summaries: Mapping[str, Mapping], scenario: Scenario | None = None) -> bytes:
-    return summary_frame(summaries, scenario).to_csv(index=False).encode()
+    return csv_bytes(summary_frame(summaries, scenario))
 
 
 def scenario_json(sc: Scenario, strategies: Sequence[str] | None = None, replications: int | None = None) -> bytes:

@@ -5,7 +5,7 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from app import charts, controls, runner, sweep
+from app import charts, controls, exports, runner, sweep
 from app.page_sweeps import range_slider
 from engine import STRATEGIES, contenders_excluded
 
@@ -167,5 +167,5 @@ def render() -> None:
                    icon=":material/warning:")
     with st.expander("Data (verdict, margin and its CI per cell)"):
         st.dataframe(table, hide_index=True, width="stretch")
-        st.download_button("Crossover CSV", table.to_csv(index=False).encode(), file_name=f"crossover_{x}_{y}.csv",
+        st.download_button("Crossover CSV", exports.csv_bytes(table), file_name=f"crossover_{x}_{y}.csv",
                            mime="text/csv", key="dl_crossover", icon=":material/download:")

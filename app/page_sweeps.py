@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import charts, controls, runner, sweep
+from app import charts, controls, exports, runner, sweep
 from engine import Scenario
 
 #: The six figures of the source simulator (multi-lora-serving-sim): x control and metrics
@@ -151,5 +151,5 @@ def render() -> None:
     with st.expander("Data (mean and 95% CI per point)"):
         table = agg.pivot_table(index=["x", "strategy"], columns="metric", values="mean").reset_index()
         st.dataframe(table, hide_index=True, width="stretch")
-        st.download_button("Sweep CSV", agg.to_csv(index=False).encode(), file_name=f"sweep_{x}.csv",
+        st.download_button("Sweep CSV", exports.csv_bytes(agg), file_name=f"sweep_{x}.csv",
                            mime="text/csv", key="dl_sweep", icon=":material/download:")

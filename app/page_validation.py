@@ -878,7 +878,7 @@ def _dataset_section(ds: Dataset, table: pd.DataFrame | None, error: str | None)
         per_run = _finite(table, ["rel_error"])
         st.dataframe(per_run, hide_index=True, width="stretch", key=f"val_{ds.key}_runs",
                      column_config={"rel_error": st.column_config.NumberColumn("rel_error", format="percent")})
-        st.download_button("Download CSV", data=table.to_csv(index=False).encode(), file_name=ds.csv,
+        st.download_button("Download CSV", data=exports.csv_bytes(table), file_name=ds.csv,
                            mime="text/csv", key=f"dl_val_{ds.key}", icon=":material/download:")
 
 
@@ -1168,7 +1168,8 @@ def _tool_form(runs, base_sc: Scenario) -> tuple[bool, dict]:
     ss = st.session_state
     k = _tool_key
     gpus = list(presets.GPUS) + ([ss[k("gpu")]] if ss[k("gpu")] not in presets.GPUS else [])
-    models = list(presets.MODELS) + ([ss[k("model")]] if ss[k("model")] not in presets.MODELS else [])
+    own = controls.model_options()  # the presets and this session's uploads, never another session's
+    models = own + ([ss[k("model")]] if ss[k("model")] not in own else [])
     holds = hold_out_options(runs)
     if ss.get(k("hold_out")) not in holds:
         ss[k("hold_out")] = "none"
@@ -1338,7 +1339,7 @@ def _tool_result(fit: dict) -> None:
                          icon=":material/download:", width="stretch",
                          help="What the fitted scenario comes from: files, tools, date, split, errors, diagnostics "
                               "(as python -m engine calibrate writes it).")
-    b[4].download_button("Errors CSV", data=table.to_csv(index=False).encode(), file_name="fitted_errors.csv",
+    b[4].download_button("Errors CSV", data=exports.csv_bytes(table), file_name="fitted_errors.csv",
                          mime="text/csv", key=_tool_key("dl_errors"), icon=":material/download:", width="stretch")
     prov = fit["provenance"]
     with st.expander("Provenance", icon=":material/history_edu:"):

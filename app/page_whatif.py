@@ -372,8 +372,8 @@ def render() -> None:
         st.file_uploader("Add a base model (Hugging Face config.json)", type=["json"], key="config_upload",
                          on_change=controls.on_config_upload, max_upload_size=1,
                          help="A model's config.json from the Hugging Face Hub (llama, mistral, qwen2, phi, gemma, "
-                              "gpt_neox families; engine.model_from_hf_config). It joins the Base model list for "
-                              f"this server's sessions; at most {controls.MAX_CONFIG_BYTES // 1024} KB.")
+                              "gpt_neox families; engine.model_from_hf_config). It joins the Base model list of "
+                              f"this session only (a shared link does not show it to others); at most {controls.MAX_CONFIG_BYTES // 1024} KB.")
         if st.session_state.get("_config_error"):
             st.error(st.session_state["_config_error"], icon=":material/error:")
         elif st.session_state.get("_config_msg"):

@@ -2,22 +2,44 @@
 
 Results are cached with ``st.cache_data`` keyed on the scenario's JSON (every
 field) and ``ENGINE_VERSION``; the Numba kernels are warmed once per process.
+
+Simulation workers (``run_replications``): ``RUN_THREADS`` threads per server process
+(``FairScheduler``), shared fairly by its sessions.  The rule:
+
+* Each session (its Streamlit session id; one shared key outside a script run) has a FIFO
+  queue of jobs.  A free worker takes the oldest queued job of the session with the fewest
+  jobs running (ties: the session served longest ago), so while two sessions have work each
+  gets a worker, and one session's burst waits behind the other's next job, not in front of it.
+  With one session only, it gets every worker.
+* A job that has started runs to its end (a jitted run cannot be interrupted); the work cap of
+  one run bounds how long another session waits for a worker.
+* A job that has not started is dropped (its future cancelled, never run) when its rerun is
+  superseded or abandoned: the same session calls ``run_replications`` again (a newer rerun:
+  each call starts a new generation of the session's jobs and drops the older generations'
+  queued jobs), or the rerun waiting for it is asked to stop or rerun (Streamlit's stop/rerun
+  request, checked every ``POLL_S`` while waiting; the run then stops or reruns as at any
+  ``st`` call).
 """
 from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable
+from concurrent.futures import FIRST_EXCEPTION, Future, wait
+from dataclasses import dataclass, field
+from typing import Any
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from engine import ENGINE_VERSION, Scenario, read_trace, shipped_trace, simulate, simulate_summary
 
-from . import charts
+from . import charts, exports
 from .controls import cap_scenario
 
 #: Largest trace upload, in MB (matches server.maxUploadSize in .streamlit/config.toml).
@@ -76,7 +98,7 @@ def summary(sc: Scenario) -> dict:
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def _example_trace_csv(name: str, scenario_json: str, engine_version: str) -> bytes:
-    return shipped_trace(name, Scenario.from_json(scenario_json)).to_csv(index=False).encode()
+    return exports.csv_bytes(shipped_trace(name, Scenario.from_json(scenario_json)))
 
 
 def example_trace_csv(name: str, sc: Scenario) -> bytes:
@@ -93,17 +115,188 @@ def trace_record(name: str, data: bytes) -> dict:
 
 #: Threads one rerun spreads its simulations over (the jitted loop releases the GIL: ``nogil=True``).
 RUN_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
-#: One pool per server process, shared by its sessions (first come, first served).
-_POOL = ThreadPoolExecutor(max_workers=RUN_THREADS, thread_name_prefix="whatif-sim")
+#: How often (seconds) a rerun waiting for its simulations checks whether Streamlit asked it to stop or rerun.
+POLL_S = 0.1
+#: The key of the work submitted outside a script run (no session).
+NO_SESSION = "<no session>"
+
+
+@dataclass
+class _Job:
+    future: Future
+    fn: Callable[..., Any]
+    args: tuple
+    generation: int
+
+
+@dataclass
+class _Session:
+    queue: deque = field(default_factory=deque)   # _Job, oldest first
+    running: int = 0
+    served: int = 0                                # the dispatch tick of its last started job (0: never)
+
+
+class FairScheduler:
+    """``workers`` threads serving per-session FIFO queues fairly (the rule: the module docstring).
+
+    ``submit(key, fn, calls)`` queues ``fn(*args)`` for every ``args`` of ``calls`` as one generation of the
+    session ``key``'s work and returns their ``Future``s; with ``supersede`` the queued jobs of ``key``'s
+    older generations are dropped first (cancelled, never run).  ``cancel(futures)`` drops the ones not
+    started.  A job's exception is set on its future.  The threads start with the first job."""
+
+    def __init__(self, workers: int, name: str = "whatif-sim"):
+        self.workers = max(1, int(workers))
+        self.name = name
+        self._cv = threading.Condition()
+        self._sessions: dict[Hashable, _Session] = {}   # only sessions with jobs queued or running
+        self._generation = itertools.count(1)
+        self._tick = itertools.count(1)
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+
+    def submit(self, key: Hashable, fn: Callable[..., Any], calls: Iterable[tuple], *,
+               supersede: bool = False) -> list[Future]:
+        futures: list[Future] = []
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("FairScheduler: submit after shutdown")
+            gen = next(self._generation)
+            sess = self._sessions.setdefault(key, _Session())
+            stale = [j for j in sess.queue if j.generation < gen] if supersede else []
+            if stale:
+                sess.queue = deque(j for j in sess.queue if j.generation >= gen)
+            for args in calls:
+                futures.append(Future())
+                sess.queue.append(_Job(futures[-1], fn, tuple(args), gen))
+            self._forget_if_idle(key)
+            while len(self._threads) < min(self.workers, sum(len(s.queue) + s.running
+                                                             for s in self._sessions.values())):
+                t = threading.Thread(target=self._work, name=f"{self.name}_{len(self._threads)}", daemon=True)
+                self._threads.append(t)
+                t.start()
+            self._cv.notify_all()
+        for j in stale:
+            j.future.cancel()
+        return futures
+
+    def cancel(self, futures: Iterable[Future]) -> int:
+        """Drop the given jobs that have not started (their futures cancelled); returns how many."""
+        drop = set(futures)
+        dropped: list[_Job] = []
+        with self._cv:
+            for key, sess in list(self._sessions.items()):
+                if any(j.future in drop for j in sess.queue):
+                    dropped += [j for j in sess.queue if j.future in drop]
+                    sess.queue = deque(j for j in sess.queue if j.future not in drop)
+                    self._forget_if_idle(key)
+        for j in dropped:
+            j.future.cancel()
+        return len(dropped)
+
+    def load(self, key: Hashable) -> tuple[int, int]:
+        """(jobs queued, jobs running) of the session ``key``."""
+        with self._cv:
+            sess = self._sessions.get(key)
+            return (len(sess.queue), sess.running) if sess else (0, 0)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Drop every queued job; the threads end after their current job (joined if ``wait``)."""
+        with self._cv:
+            self._closed = True
+            dropped = [j for s in self._sessions.values() for j in s.queue]
+            for key, s in list(self._sessions.items()):
+                s.queue.clear()
+                self._forget_if_idle(key)
+            self._cv.notify_all()
+        for j in dropped:
+            j.future.cancel()
+        if wait:
+            for t in self._threads:
+                if t is not threading.current_thread():
+                    t.join()
+
+    def _forget_if_idle(self, key: Hashable) -> None:
+        sess = self._sessions.get(key)
+        if sess is not None and not sess.queue and not sess.running:
+            del self._sessions[key]  # nothing queued or running: no state kept for the session
+
+    def _next(self) -> tuple[Hashable, _Job] | None:
+        """Under the lock: the next job by the rule, marked running; None once shut down."""
+        while True:
+            ready = [(s.running, s.served, k) for k, s in self._sessions.items() if s.queue]
+            if ready:
+                key = min(ready, key=lambda r: r[:2])[2]
+                sess = self._sessions[key]
+                job = sess.queue.popleft()
+                if not job.future.set_running_or_notify_cancel():
+                    self._forget_if_idle(key)
+                    continue  # cancelled by its caller (Future.cancel) while queued
+                sess.running += 1
+                sess.served = next(self._tick)
+                return key, job
+            if self._closed:
+                return None
+            self._cv.wait()
+
+    def _work(self) -> None:
+        while True:
+            with self._cv:
+                picked = self._next()
+            if picked is None:
+                return
+            key, job = picked
+            try:
+                result = job.fn(*job.args)
+            except BaseException as e:  # as ThreadPoolExecutor: the caller gets it from the future
+                job.future.set_exception(e)
+            else:
+                job.future.set_result(result)
+            del job, picked  # no reference to the result kept by an idle worker
+            with self._cv:
+                self._sessions[key].running -= 1
+                self._forget_if_idle(key)
+                self._cv.notify_all()
+
+
+#: One scheduler per server process, shared fairly by its sessions (the module docstring).
+SCHEDULER = FairScheduler(RUN_THREADS)
+
+
+def _session_key(ctx) -> Hashable:
+    """The key of a script run's session in ``SCHEDULER`` (``NO_SESSION`` without one)."""
+    return ctx.session_id if ctx is not None else NO_SESSION
+
+
+def _gather(futures: list[Future], yield_check: Callable[[], None] | None) -> list:
+    """The futures' results in order; the first job exception (or cancellation) is raised.  While waiting,
+    ``yield_check`` (a script run's stop/rerun check) is called every ``POLL_S``; whatever is raised (a job's
+    exception, Streamlit's stop or rerun) first drops this call's jobs that have not started."""
+    try:
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=POLL_S if yield_check else None, return_when=FIRST_EXCEPTION)
+            if any(f.cancelled() or f.exception() is not None for f in done):
+                break
+            if pending and yield_check is not None:
+                yield_check()
+        if yield_check is not None and any(f.cancelled() for f in futures):
+            yield_check()  # superseded by a newer rerun of this session: stop quietly if Streamlit asked to
+        return [f.result() for f in futures]
+    except BaseException:
+        SCHEDULER.cancel(futures)
+        raise
 
 
 def run_replications(sc: Scenario, strategies: list[str], n_reps: int, trace: dict | None = None,
                      summaries_only: bool = False) -> tuple[dict[str, dict], dict[str, list[dict]], dict[str, str]]:
     """Every strategy's full result (replication 0) and the summaries of replications 1..n_reps-1 (seed + k:
-    common random numbers), on ``RUN_THREADS`` threads; through the caches of ``run`` and ``summary``.
+    common random numbers), on the ``RUN_THREADS`` workers of ``SCHEDULER`` (shared fairly with the other
+    sessions; a newer call of this session drops this one's jobs not started); through the caches of ``run``
+    and ``summary``.
     Returns (results, reps, failed): ``failed`` maps a strategy to the ValueError message it raised.
     ``summaries_only``: replication 0 as a summary too (``results`` is then empty)."""
     ctx = get_script_run_ctx()
+    key = _session_key(ctx)
 
     def job(s: str, k: int):
         if ctx is not None:
@@ -116,8 +309,9 @@ def run_replications(sc: Scenario, strategies: list[str], n_reps: int, trace: di
             return e
 
     jobs = [(s, k) for s in strategies for k in range(n_reps)]
-    futures = [_POOL.submit(job, s, k) for s, k in jobs]
-    out = [f.result() for f in futures]
+    # a session's newer rerun drops the queued jobs of its older ones (outside a script run there are no reruns)
+    futures = SCHEDULER.submit(key, job, jobs, supersede=ctx is not None)
+    out = _gather(futures, getattr(ctx, "yield_check", None) if ctx is not None else None)
     results: dict[str, dict] = {}
     reps: dict[str, list[dict]] = {}
     failed: dict[str, str] = {}

@@ -14,13 +14,22 @@ the layers).
 from . import jitcache, presets  # noqa: F401
 from .bottlenecks import Cause, causes, effective_slots, run_causes
 from .kernels import DENSE_OPS, KERNEL_PARAMS, dense_layer_ms, dense_op_ms
+from .limits import csv_safe, loads_json, short_repr, write_csv
 from .metrics import mean_ci
 from .policies import STRATEGIES, contenders_excluded
 from .presets import model_from_hf_config
 from .presets.scenarios import TRACE_CITATION, TRACES
 from .ranking import Ranking, rank
 from .routers import ROUTERS
-from .scenario import ENUMS, EXPORT_REPLICATIONS_KEY, EXPORT_STRATEGIES_KEY, MAX_REPLICAS, MAX_REQUESTS, Scenario
+from .scenario import (
+                       ENUMS,
+                       EXPORT_REPLICATIONS_KEY,
+                       EXPORT_STRATEGIES_KEY,
+                       MAX_REPLICAS,
+                       MAX_REQUESTS,
+                       MODEL_DEFINITION_KEY,
+                       Scenario,
+)
 from .sim import SimResult, compare, simulate, simulate_summary
 from .workload import read_trace, shipped_trace
 
@@ -29,4 +38,4 @@ ENGINE_VERSION = "0.5.0"
 __all__ = ["Scenario", "SimResult", "STRATEGIES", "ROUTERS", "ENUMS", "MAX_REQUESTS", "MAX_REPLICAS", "EXPORT_STRATEGIES_KEY", "EXPORT_REPLICATIONS_KEY", "simulate", "simulate_summary", "compare", "read_trace",
            "shipped_trace", "TRACES", "TRACE_CITATION",
            "mean_ci", "Cause", "causes", "run_causes", "effective_slots", "contenders_excluded", "rank", "Ranking", "presets", "model_from_hf_config", "ENGINE_VERSION",
-           "dense_layer_ms", "dense_op_ms", "DENSE_OPS", "KERNEL_PARAMS"]
+           "dense_layer_ms", "dense_op_ms", "DENSE_OPS", "KERNEL_PARAMS", "csv_safe", "write_csv", "loads_json", "short_repr", "MODEL_DEFINITION_KEY"]

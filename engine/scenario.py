@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from . import presets
-from .limits import FLOAT_RANGES, MAX_DRAIN_RATIO, MAX_RUN_TOKENS, loads_json, short_repr
+from .limits import FLOAT_RANGES, MAX_DRAIN_RATIO, MAX_QUOTE, MAX_RUN_TOKENS, clip, loads_json, short_repr
 from .policies import EVICT_BELADY, STRATEGIES, hot_set_pins
+from .presets.hf import check_name_text
 from .presets.scenarios import TRACES
 from .routers import ROUTERS
 
@@ -200,7 +201,7 @@ class Scenario:
         kw = {}
         for k, v in d.items():
             if k not in names:
-                raise ValueError(f"{k}: unknown scenario field; allowed: {', '.join(sorted(names))}")
+                raise ValueError(f"{clip(str(k), MAX_QUOTE)}: unknown scenario field; allowed: {', '.join(sorted(names))}")
             kw[k] = coerce(k, v)
         return cls(**kw)
 
@@ -386,9 +387,9 @@ class Scenario:
 
         if self.gpu not in presets.GPUS:
             bad("gpu", ", ".join(sorted(presets.GPUS)))
-        if self.model not in presets.MODELS:
-            bad("model", ", ".join(sorted(presets.MODELS)) + " (or a model added with "
-                "engine.presets.register_model, e.g. from engine.model_from_hf_config)")
+        if self.model not in presets.MODELS:  # (the presets only: other sessions' uploads are not listed)
+            bad("model", ", ".join(sorted(m for m in presets.MODELS if presets.is_preset_model(m))) + " (or a model "
+                "added with engine.presets.register_model, e.g. from engine.model_from_hf_config)")
         if self.strategy not in STRATEGIES:
             bad("strategy", ", ".join(STRATEGIES))
         for name, allowed in ENUMS.items():
@@ -541,9 +542,10 @@ _DEFAULT_MODEL = Scenario.model
 def _register_definition(definition: Any, model: Any) -> None:
     """Register the model a scenario.json defines (``MODEL_DEFINITION_KEY``); ValueError naming it."""
     m = presets.model_from_dict(definition, MODEL_DEFINITION_KEY)
+    check_name_text(f"{MODEL_DEFINITION_KEY}.name", m.name)  # as an uploaded config.json's name (no markup)
     if m.name != model:
         raise ValueError(f"{MODEL_DEFINITION_KEY}: invalid value: it defines model {m.name!r} but the scenario's "
-                         f"model is {model!r}; allowed: the definition of the scenario's model")
+                         f"model is {short_repr(model)}; allowed: the definition of the scenario's model")
     if presets.is_preset_model(m.name):
         raise ValueError(f"{MODEL_DEFINITION_KEY}: invalid value: {m.name!r} is a preset model; allowed: "
                          f"no definition for a preset (its name identifies it)")
@@ -607,5 +609,5 @@ def coerce(name: str, value: Any) -> Any:
             return tuple(out)
     except (TypeError, ValueError, OverflowError):
         kind = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false"}.get(t, "a comma-separated list of integers")
-        raise ValueError(f"{short_repr(name)}: invalid value {short_repr(value)}; allowed: {kind}") from None
+        raise ValueError(f"{name}: invalid value {short_repr(value)}; allowed: {kind}") from None
     raise AssertionError(t)  # pragma: no cover

@@ -36,3 +36,14 @@ def media(monkeypatch) -> dict:
     monkeypatch.setattr(MediaFileManager, "add", _add)
     monkeypatch.setattr(MediaFileManager, "add_deferred", _add_deferred)
     return store
+
+
+@pytest.fixture
+def registry():
+    """Undo every model registration a test makes (engine.presets.MODELS as it was before)."""
+    from engine import presets
+    before = dict(presets.MODELS)
+    yield
+    for k in [k for k in presets.MODELS if k not in before]:
+        del presets.MODELS[k]
+    presets.MODELS.update(before)

@@ -48,16 +48,6 @@ EXISTING = {"llama-7b": LLAMA_7B, "llama-2-7b": LLAMA_2_7B, "llama-2-13b": LLAMA
             "qwen2-1.5b": QWEN2_15B, "qwen2.5-7b": QWEN25_7B}
 
 
-@pytest.fixture
-def registry():
-    """Undo every registration a test makes."""
-    before = dict(presets.MODELS)
-    yield
-    for k in [k for k in presets.MODELS if k not in before]:
-        del presets.MODELS[k]
-    presets.MODELS.update(before)
-
-
 # ---------------------------------------------------------------------------- the count
 @pytest.mark.parametrize("name", list(EXISTING))
 def test_config_rebuilds_every_existing_preset_exactly(name):

@@ -19,6 +19,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from .. import kernels as K
+from ..limits import write_csv
 from ..presets import get_gpu, get_model, model_from_hf_config
 from ..scenario import Scenario
 from .refdata import _ref
@@ -276,7 +277,7 @@ def kernel_section(out_dir: Path, plots: bool = True, suffix: str = "") -> tuple
     fit, t = res["fit"], res["table"]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    t.to_csv(out_dir / f"kernel_errors{suffix}.csv", index=False)
+    write_csv(t, out_dir / f"kernel_errors{suffix}.csv", index=False)
     png = plots and kernel_plot(t, out_dir / "kernel_dense.png")
     d, c = res["default_roofline"], res["const_roofline"]
     summ = error_summary(t)

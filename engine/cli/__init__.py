@@ -14,7 +14,7 @@ import json
 import time
 from pathlib import Path
 
-from ..limits import clip, short_repr
+from ..limits import clip, short_repr, write_csv
 from .common import Parser, fail, jsonable, load_scenario_file, parse_pairs
 
 #: The top-level description of ``python -m engine --help``.
@@ -64,15 +64,15 @@ def cmd_run(a) -> int:
     if a.out:
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
-        res.requests.to_csv(out / "requests.csv", index=False)
-        res.timeseries.to_csv(out / "timeseries.csv", index=False)
-        res.events.to_csv(out / "events.csv", index=False)
+        write_csv(res.requests, out / "requests.csv", index=False)
+        write_csv(res.timeseries, out / "timeseries.csv", index=False)
+        write_csv(res.events, out / "events.csv", index=False)
         import pandas as pd
-        pd.DataFrame([{"strategy": sc.strategy, **res.summary}]).to_csv(out / "summary.csv", index=False)
+        write_csv(pd.DataFrame([{"strategy": sc.strategy, **res.summary}]), out / "summary.csv", index=False)
         (out / "scenario.json").write_text(sc.to_json())
         if sc.num_replicas > 1:  # a fleet: one row per replica, and the time series of each replica
-            res.replicas.to_csv(out / "replicas.csv", index=False)
-            res.timeseries_by_replica.to_csv(out / "timeseries_by_replica.csv", index=False)
+            write_csv(res.replicas, out / "replicas.csv", index=False)
+            write_csv(res.timeseries_by_replica, out / "timeseries_by_replica.csv", index=False)
     if a.json:
         print(json.dumps(jsonable(res.summary), allow_nan=False))
     else:

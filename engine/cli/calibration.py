@@ -36,6 +36,7 @@ from ..calibration import (
     summarize_errors,
     tool_paths,
 )
+from ..limits import write_csv
 from ..scenario import Scenario, coerce
 from .common import fail, load_scenario_file, parse_pairs, positive_int
 
@@ -175,7 +176,7 @@ def _write_fit(out_arg: str, scenario: Scenario, table) -> tuple[Path, Path]:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(scenario.to_json() + "\n")
     err = out.with_name(out.stem + "_errors.csv")
-    table.to_csv(err, index=False)
+    write_csv(table, err, index=False)
     return out, err
 
 

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from ..backends import BackendError
+from ..limits import write_csv
 from ..scenario import coerce
 from ..sweep import run_sweep, summarize_sweep
 from .common import (
@@ -46,8 +47,8 @@ def cmd_sweep(a) -> int:
     out = Path(a.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        df.to_csv(out / "sweep.csv", index=False)
-        summarize_sweep(df).to_csv(out / "summary.csv", index=False)
+        write_csv(df, out / "sweep.csv", index=False)
+        write_csv(summarize_sweep(df), out / "summary.csv", index=False)
     except OSError as e:
         return fail(f"--out: cannot write to {a.out!r} ({e.strerror})")
     print(f"sweep: {len(df)} runs ({len(strategies)} strategies x {a.replications} replications per grid point) "

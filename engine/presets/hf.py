@@ -29,6 +29,7 @@ the named repos (sources and cross-checks in docs/presets.md).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .models import Model, add_preset_model
@@ -37,6 +38,28 @@ REQUIRED_KEYS = ("hidden_size", "intermediate_size", "num_attention_heads", "num
 SERVED_DTYPES = ("float16", "bfloat16", "float32")
 #: hidden_act values that mean a gated (SwiGLU) MLP when the model_type is not in FAMILIES.
 GATED_ACTS = ("silu", "swish")
+#: A model's name and the config's ``_name_or_path`` (text from a user's file, shown in the dashboard and
+#: written to CSV files): at most this many characters, each a letter, a digit or one of ``._-/:`` and the
+#: space: no Markdown link, image or HTML, and no spreadsheet formula but a leading '-' (which every CSV
+#: writer quotes: engine.limits.csv_safe).  Hub repo ids and local paths without other characters fit.
+MAX_NAME_CHARS = 100
+NAME_CHARS = "ASCII letters, digits, '.', '_', '-', '/', ':' and spaces"
+_NAME_RE = re.compile(r"[A-Za-z0-9._\-/: ]+")
+
+
+def check_name_text(field: str, value: str) -> str:
+    """``value`` if it is a conservative name (``MAX_NAME_CHARS``, ``NAME_CHARS``), else ValueError naming
+    ``field``, the characters that are not allowed (not the value: it may be Markdown or a formula) and the
+    rule."""
+    if len(value) > MAX_NAME_CHARS:
+        raise ValueError(f"{field}: invalid value of {len(value):,} characters; allowed: at most "
+                         f"{MAX_NAME_CHARS} characters among {NAME_CHARS}")
+    if not _NAME_RE.fullmatch(value):
+        bad = list(dict.fromkeys(c for c in value if not _NAME_RE.fullmatch(c)))
+        shown = ", ".join(repr(c) for c in bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        raise ValueError(f"{field}: invalid value: characters {shown} not allowed; allowed: at most "
+                         f"{MAX_NAME_CHARS} characters among {NAME_CHARS}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -189,10 +212,16 @@ def model_from_hf_config(config: dict, name: str | None = None, *, label: str | 
     for a model_type this module does not know.  Bad or missing keys raise ValueError naming the
     key, its value and what is allowed.  The model is not registered: pass it to
     ``presets.register_model`` to use it by name.
+
+    The config's ``_name_or_path`` (when used) and the ``name`` are checked by ``check_name_text`` (at
+    most ``MAX_NAME_CHARS`` characters among ``NAME_CHARS``): they come from a user's file and are shown
+    and exported.  ``label`` and ``source``, when given, are the caller's own text (the presets').
     """
     n_params, lay = count_params(config, mlp)
     path = config.get("_name_or_path")
     path = path.strip().rstrip("/") if isinstance(path, str) and path.strip() else None
+    if path is not None and (name is None or source is None):
+        check_name_text("_name_or_path", path)
     if name is None:
         if path is None:
             raise ValueError("name: missing; allowed: a non-empty string (the config has no _name_or_path "
@@ -200,6 +229,7 @@ def model_from_hf_config(config: dict, name: str | None = None, *, label: str | 
         name = path.split("/")[-1].lower()
     if not isinstance(name, str) or not name.strip() or name != name.strip():
         raise ValueError(f"name: invalid value {name!r}; allowed: a non-empty string without surrounding spaces")
+    check_name_text("name", name)
     repo = source or path or name
     return Model(
         name=name,

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ...limits import write_csv
 from ...metrics import mean_ci
 from ...scenario import Scenario
 from ...sim import simulate
@@ -79,11 +80,11 @@ def run_kv_interference(out_dir, quick: bool = False, replications: int | None =
             row[f"{x}_ci_high"] = hi
         rows.append(row)
     summary = pd.DataFrame(rows)
-    summary.to_csv(out / "summary.csv", index=False)
-    df.to_csv(out / "replications.csv", index=False)
-    pd.concat(ts_rows, ignore_index=True).to_csv(out / "timeseries.csv", index=False)
+    write_csv(summary, out / "summary.csv", index=False)
+    write_csv(df, out / "replications.csv", index=False)
+    write_csv(pd.concat(ts_rows, ignore_index=True), out / "timeseries.csv", index=False)
     ev = pd.concat(ev_rows, ignore_index=True)
-    ev.to_csv(out / "events.csv", index=False)
+    write_csv(ev, out / "events.csv", index=False)
     _plots(summary, pd.concat(ts_rows, ignore_index=True), out / "plots", quick, reps)
     return summary
 

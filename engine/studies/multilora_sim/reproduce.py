@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ... import presets
+from ...limits import write_csv
 from ...scenario import Scenario
 from ...sweep import summarize_sweep
 from ..common import VIEWS, Mode, cell, ci_of, fmt_ci, plot_lines, provenance, run_specs
@@ -267,8 +268,8 @@ def reproduce_seed1(out: Path, m: Mode, workers: int | None = None, progress=Fal
         t.insert(0, "figure", f.name)
         rows.append(t[["figure", "x_field", "x", "strategy", "metric", "mean", "ci_low", "ci_high", "n"]])
     tidy = pd.concat(rows, ignore_index=True)
-    tidy.to_csv(out / "results" / "sweep_summary.csv", index=False)
-    pd.concat(runs, ignore_index=True).to_csv(out / "results" / "sweep_runs.csv", index=False)
+    write_csv(tidy, out / "results" / "sweep_summary.csv", index=False)
+    write_csv(pd.concat(runs, ignore_index=True), out / "results" / "sweep_runs.csv", index=False)
     prov = provenance()
     (out / "results" / "summary.txt").write_text(seed1_summary_text(data, m, cmd, prov))
     cond = (f"RTX 3090, LLaMA-7B, 500 adapters x 96 MiB, 10 GiB budget, Zipf 1.0, 64 req/s, output 8, window 25 ms "

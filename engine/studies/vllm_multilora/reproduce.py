@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ... import presets
+from ...limits import write_csv
 from ...presets.scenarios import SEED3_FROM_VLLM_FIT
 from ...scenario import Scenario
 from ...sweep import summarize_sweep
@@ -377,17 +378,17 @@ def reproduce_seed3(out: Path, m: Mode, workers: int | None = None, progress=Fal
         r = df.copy()
         r.insert(0, "experiment", name)
         runs.append(r)
-    pd.concat(thr, ignore_index=True).to_csv(res / "throughput.csv", index=False)
-    pd.concat(lat, ignore_index=True).to_csv(res / "latency.csv", index=False)
-    pd.concat(runs, ignore_index=True).to_csv(res / "runs.csv", index=False)
+    write_csv(pd.concat(thr, ignore_index=True), res / "throughput.csv", index=False)
+    write_csv(pd.concat(lat, ignore_index=True), res / "latency.csv", index=False)
+    write_csv(pd.concat(runs, ignore_index=True), res / "runs.csv", index=False)
     comp = seed3_published_comparison(data)
-    comp.to_csv(res / "published_comparison.csv", index=False)
+    write_csv(comp, res / "published_comparison.csv", index=False)
     mem = seed3_memory_table()
-    mem.to_csv(res / "memory_decomposition.csv", index=False)
-    seed3_module_bytes().to_csv(res / "adapter_modules.csv", index=False)
+    write_csv(mem, res / "memory_decomposition.csv", index=False)
+    write_csv(seed3_module_bytes(), res / "adapter_modules.csv", index=False)
     preds = seed3_predictions(data)
-    preds[0].to_csv(res / "predictions_skew.csv", index=False)
-    preds[1].to_csv(res / "predictions_max_loras.csv", index=False)
+    write_csv(preds[0], res / "predictions_skew.csv", index=False)
+    write_csv(preds[1], res / "predictions_max_loras.csv", index=False)
     prov = provenance()
     (res / "summary.txt").write_text(seed3_summary_text(data, m, cmd, prov, comp, mem, preds))
 
