@@ -1,7 +1,13 @@
-"""Plan page: the inverse question. Which GPU, ``--max-loras`` and policy serve the sidebar's traffic within an
-SLO, and at what cost?
+"""Plan page: the inverse question. Which GPU, ``--max-loras`` and policy serve a traffic within an SLO, and at
+what cost?
 
-The sidebar's scenario is the base; the page's own controls (an objective, one or two SLO rows, candidate GPUs,
+Two ways in (``K_MODE``).  **Your deployment** (the default, issue 24 item 4): one form of what a user knows
+(server, model, candidate GPUs, adapters, traffic, SLO, candidate ``max_loras``, what to find), prefilled from the
+sidebar's scenario the first time (``planner.Deployment.from_scenario``), then kept; submitting plans
+``planner.Deployment(...).scenario()``, built from the form's values and the server's profile only, never from a
+preset, so the same values give the same plan whatever preset or page they came from (item 2).  Its controls are
+bound to the URL under ``plan_d_*`` keys.  **The sidebar scenario (advanced)**: the sidebar's scenario is the
+base; the page's own controls (an objective, one or two SLO rows, candidate GPUs,
 ``max_loras`` and ``max_cpu_loras`` values, strategies, routers, replications, GPU price overrides) are bound to the URL
 under ``plan_`` keys, never a Scenario field's name.  ``sanitize_query`` cleans those URL parameters before any
 widget binds to them (registered with ``controls.PAGE_PARAMS``, so their warnings name them like the scenario's).
@@ -9,7 +15,9 @@ widget binds to them (registered with ``controls.PAGE_PARAMS``, so their warning
 Everything decided here comes from ``engine.planner``: the search, the ranking and its ties (paired CIs over
 common random numbers), costs, the memory split and the server command lines.  A plan takes seconds, so it runs
 on a button, bounded to ``MAX_PLAN_SEARCHES`` configurations x replications, and its result is cached keyed on
-the inputs and ``ENGINE_VERSION``.
+the inputs and ``ENGINE_VERSION``.  Every plan carries its error band (``planner.plan(band=...)``: the answer again
+with the cost model slower and faster by its measured error) and, from the form, the profile's resolution
+(``Deployment.resolution``: calibrated, or transferred and from what).
 """
 from __future__ import annotations
 
@@ -22,8 +30,9 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from app import charts, controls, page_whatif
-from engine import ENGINE_VERSION, ROUTERS, STRATEGIES, Scenario, planner, presets
+from app import charts, controls, exports, page_whatif
+from app.text import md_escape
+from engine import ENGINE_VERSION, ENUMS, ROUTERS, STRATEGIES, Scenario, planner, presets
 
 PREFIX = "plan_"
 K_OBJECTIVE = "plan_objective"
@@ -63,6 +72,37 @@ DEFAULT_THRESHOLDS = {
     "tpot_mean_ms": 50.0, "tpot_p90_ms": 75.0, "tpot_p99_ms": 100.0, "e2e_mean_ms": 5000.0, "e2e_p99_ms": 10000.0,
     "queue_mean_ms": 100.0, "load_wait_mean_ms": 50.0, "swap_rate": 0.5, "slo_attainment": 0.9, "hit_rate_gpu": 0.9,
 }
+#: Which plan the page shows: the deployment form (the default) or the sidebar's scenario with a free grid.
+K_MODE = "plan_mode"
+MODE_DEPLOYMENT, MODE_SIDEBAR = "deployment", "sidebar"
+MODES = {MODE_DEPLOYMENT: "Your deployment", MODE_SIDEBAR: "The sidebar scenario (advanced)"}
+#: The advanced path's URL parameters: a link with one of them (and no plan_mode) opens that path.
+ADVANCED_KEYS = (K_OBJECTIVE, K_SLO_METRIC, K_SLO, K_SLO2_METRIC, K_SLO2, K_GPUS, K_MAX_LORAS, K_CPU_LORAS,
+                 K_STRATEGIES, K_ROUTERS, K_REPS)
+#: The deployment form (``st.form``) and its controls, bound to the URL under plan_d_* keys.
+FORM_KEY = "plan_deployment_form"
+K_D_SERVER, K_D_MODEL, K_D_GPUS = "plan_d_server", "plan_d_model", "plan_d_gpus"
+K_D_ADAPTERS, K_D_RANKS, K_D_MODULES = "plan_d_adapters", "plan_d_ranks", "plan_d_modules"
+K_D_RATE, K_D_PROMPT, K_D_OUTPUT = "plan_d_rate", "plan_d_prompt", "plan_d_output"
+K_D_LENGTHS, K_D_SPREAD = "plan_d_lengths", "plan_d_spread"
+K_D_POPULARITY, K_D_ZIPF = "plan_d_popularity", "plan_d_zipf"
+K_D_SLO_METRIC, K_D_SLO, K_D_SLO2_METRIC, K_D_SLO2 = "plan_d_slo_metric", "plan_d_slo", "plan_d_slo2_metric", "plan_d_slo2"
+K_D_TTFT = "plan_d_ttft"
+K_D_MAX_LORAS, K_D_CPU_LORAS = "plan_d_max_loras", "plan_d_cpu_loras"
+K_D_OBJECTIVE, K_D_REPS, K_D_BAND = "plan_d_objective", "plan_d_reps", "plan_d_band"
+#: Every control of the form, in its order (a test fills them all: nothing else may reach the plan).
+FORM_KEYS = (K_D_SERVER, K_D_MODEL, K_D_GPUS, K_D_ADAPTERS, K_D_RANKS, K_D_MODULES, K_D_RATE, K_D_PROMPT,
+             K_D_OUTPUT, K_D_LENGTHS, K_D_SPREAD, K_D_POPULARITY, K_D_ZIPF, K_D_SLO_METRIC, K_D_SLO,
+             K_D_SLO2_METRIC, K_D_SLO2, K_D_TTFT, K_D_OBJECTIVE, K_D_MAX_LORAS, K_D_CPU_LORAS, K_D_REPS, K_D_BAND)
+#: The form's numbers: key -> (min, max, integer) (the ranges of ``engine.Scenario``'s validation).
+D_NUMBERS = {K_D_ADAPTERS: (1, 100_000, True), K_D_RATE: (0.001, 100_000.0, False),
+             K_D_PROMPT: (1, 1 << 17, True), K_D_OUTPUT: (1, 1 << 17, True), K_D_SPREAD: (0.0, 10.0, False),
+             K_D_ZIPF: (0.0, 10.0, False), K_D_TTFT: (1.0, 3.6e6, False), K_D_CPU_LORAS: (0, 1 << 20, True),
+             K_D_REPS: (1, MAX_REPLICATIONS, True)}
+#: A rank mix: at most this many ranks (``Scenario.adapter_ranks``), each in RANK_RANGE.
+MAX_RANKS, RANK_RANGE = 64, (1, 1024)
+DEFAULT_D_MAX_LORAS = (16, 32)
+DEFAULT_BAND = "auto"
 OBJECTIVE_HELP = {
     "max_rate": "the largest arrival rate (req/s) each configuration serves stably within the SLO",
     "max_adapters": "the most adapters each configuration serves within the SLO at the sidebar's arrival rate",
@@ -78,6 +118,12 @@ VALUE_COLUMN = {"max_rate": ("max_rate_rps", "Max rate (req/s)", "%.2f"),
                 "min_replicas": ("replicas_needed", "Replicas needed (mean)", "%.2f")}
 GRID_LABELS = {"gpu": "GPU", "max_loras": "max_loras", "max_cpu_loras": "max_cpu_loras", "strategy": "Strategy",
                "router": "Router"}
+
+
+def objective_help(objective: str, deployment: bool = False) -> str:
+    """``OBJECTIVE_HELP`` of ``objective``, said of the form's traffic ("your") or of the sidebar's."""
+    text = OBJECTIVE_HELP[objective]
+    return text.replace("the sidebar's", "your") if deployment else text
 
 
 def default_threshold(metric: str) -> float:
@@ -112,9 +158,10 @@ def sanitize_query(params: Mapping[str, Sequence[str]]) -> tuple[dict[str, str |
     multi: dict[str, list[str]] = {}
     for key, vals in params.items():
         vals = [str(v) for v in (vals if isinstance(vals, (list, tuple)) else [vals])]
-        if key in (K_GPUS, K_STRATEGIES, K_ROUTERS, K_MAX_LORAS, K_CPU_LORAS):
+        if key in (K_GPUS, K_STRATEGIES, K_ROUTERS, K_MAX_LORAS, K_CPU_LORAS, K_D_GPUS):
             multi[key] = [x.strip() for v in vals for x in v.split(",") if x.strip()]
-        elif key in (K_OBJECTIVE, K_SLO_METRIC, K_SLO, K_SLO2_METRIC, K_SLO2, K_REPS) or key.startswith(PRICE_PREFIX):
+        elif (key in (K_OBJECTIVE, K_SLO_METRIC, K_SLO, K_SLO2_METRIC, K_SLO2, K_REPS, K_MODE) or key in FORM_KEYS
+              or key.startswith(PRICE_PREFIX)):
             if len(vals) != 1:
                 warn(key, f" given {len(vals)} times; using the last value")
             single[key] = vals[-1].strip()
@@ -208,7 +255,69 @@ def sanitize_query(params: Mapping[str, Sequence[str]]) -> tuple[dict[str, str |
         if good or not multi[key]:
             vals = [str(v) for v in good]
             clean[key] = vals[0] if len(vals) == 1 else vals if vals else ""
+    clean.update(_sanitize_deployment(single, multi, warn))
     return clean, issues
+
+
+def _sanitize_deployment(single: Mapping[str, str], multi: Mapping[str, list[str]],
+                         warn: Callable[..., None]) -> dict[str, str | list[str]]:
+    """``sanitize_query``'s part for the mode and the deployment form's plan_d_* parameters (same rules)."""
+    clean: dict[str, str | list[str]] = {}
+    choices = {K_MODE: list(MODES), K_D_SERVER: list(planner.PROFILES), K_D_MODEL: controls.model_options(),
+               K_D_MODULES: list(presets.TARGET_MODULES), K_D_LENGTHS: list(ENUMS["length_dist"]),
+               K_D_POPULARITY: list(ENUMS["popularity"]), K_D_SLO_METRIC: list(planner.SLO_METRICS),
+               K_D_SLO2_METRIC: [NONE, *planner.SLO_METRICS], K_D_OBJECTIVE: list(planner.OBJECTIVES)}
+    for key, opts in choices.items():
+        if key in single:
+            if single[key] in opts:
+                clean[key] = single[key]
+            else:
+                shown = ", ".join(opts) if len(opts) <= 12 else f"{', '.join(opts[:12])}, ..."
+                warn(key, f"={single[key]!r} dropped: not one of {shown}; using the default", "malformed")
+    m1, m2 = clean.get(K_D_SLO_METRIC, DEFAULT_METRIC), clean.get(K_D_SLO2_METRIC, NONE)
+    if m2 != NONE and m2 == m1:
+        warn(K_D_SLO2_METRIC, f"={m2!r} dropped: the first SLO row already bounds that metric", "malformed")
+        del clean[K_D_SLO2_METRIC]
+    numbers = {**D_NUMBERS, K_D_SLO: threshold_range(m1)[:2] + (False,)}
+    if K_D_SLO2 in single and single[K_D_SLO2]:  # empty: no second threshold
+        numbers[K_D_SLO2] = threshold_range(m2 if m2 != NONE else DEFAULT_METRIC)[:2] + (False,)
+    for key, (lo, hi, integer) in numbers.items():
+        if key not in single:
+            continue
+        raw = single[key]
+        try:
+            v = float(raw)
+            if not math.isfinite(v) or (integer and v != int(v)):
+                raise ValueError
+        except ValueError:
+            warn(key, f"={raw!r} dropped (not {'an integer' if integer else 'a finite number'}); using the "
+                      "default", "malformed")
+            continue
+        if v < lo or v > hi:
+            c = lo if v < lo else hi
+            warn(key, f": {_num(v)} is {'below the minimum' if v < lo else 'above the maximum'} {_num(c)}; "
+                      f"clamped to {_num(c)}")
+            v = c
+        clean[key] = str(int(v)) if integer else _num(v)
+    if K_D_SLO2 in single and not single[K_D_SLO2]:
+        clean[K_D_SLO2] = ""
+    for key, parse in ((K_D_RANKS, parse_ranks), (K_D_MAX_LORAS, parse_max_loras), (K_D_BAND, parse_band)):
+        if key in single:
+            try:
+                parse(single[key])
+                clean[key] = single[key]
+            except ValueError as e:
+                warn(key, f"={single[key]!r} dropped ({e}); using the default", "malformed")
+    if K_D_GPUS in multi:
+        opts = list(presets.GPUS)
+        good = list(dict.fromkeys(x for x in multi[K_D_GPUS] if x in opts))
+        bad = [x for x in multi[K_D_GPUS] if x not in opts]
+        if bad:
+            warn(K_D_GPUS, f": unknown value(s) {', '.join(map(repr, bad))} dropped (allowed: {', '.join(opts)})"
+                           + ("" if good else "; using the default"), "adjusted" if good else "malformed")
+        if good or not multi[K_D_GPUS]:
+            clean[K_D_GPUS] = good[0] if len(good) == 1 else good if good else ""
+    return clean
 
 
 controls.PAGE_PARAMS[PREFIX] = sanitize_query
@@ -225,6 +334,12 @@ class Inputs:
     grid: tuple[tuple[str, tuple], ...]
     replications: int
     prices: tuple[tuple[str, float], ...]
+    band: str = DEFAULT_BAND            # the error band: "auto", "none" or a fraction (``parse_band``)
+    deployment: str = ""                # the deployment form's ``planner.Deployment`` (JSON); "": the sidebar's
+
+    @property
+    def mode(self) -> str:
+        return MODE_DEPLOYMENT if self.deployment else MODE_SIDEBAR
 
     @property
     def configurations(self) -> int:
@@ -270,6 +385,143 @@ def build_grid(gpus: Sequence[str], max_loras: Sequence[int], cpu_loras: Sequenc
     return tuple(grid)
 
 
+def _int_list(text: str, lo: int, hi: int, what: str, most: int = 64) -> list[int]:
+    """Integers typed as a list ("8, 16,64"; commas or spaces), in order; ValueError naming the bad ones."""
+    items = [x for x in str(text).replace(",", " ").split() if x]
+    if not items:
+        raise ValueError(f"{what}: none given; allowed: integers in [{lo}, {hi}] separated by commas")
+    if len(items) > most:
+        raise ValueError(f"{what}: {len(items)} values; allowed: at most {most}")
+    out, bad = [], []
+    for x in items:
+        try:
+            f = float(x)
+            if not math.isfinite(f) or f != int(f) or not lo <= f <= hi:
+                raise ValueError
+            out.append(int(f))
+        except ValueError:
+            bad.append(x)
+    if bad:
+        raise ValueError(f"{what}: {', '.join(map(repr, bad))} not allowed; allowed: integers in [{lo}, {hi}]")
+    return out
+
+
+def parse_ranks(text: str) -> tuple[int, tuple[int, ...]]:
+    """The form's adapter rank(s): "16" -> (16, ()) (every adapter rank 16); "8,16,64" -> (64, (8, 16, 64)), a
+    mix cycled over the adapters in the order given (``Scenario.ranks``), ``adapter_rank`` its largest."""
+    ranks = _int_list(text, *RANK_RANGE, "adapter ranks", MAX_RANKS)
+    return (ranks[0], ()) if len(ranks) == 1 else (max(ranks), tuple(ranks))
+
+
+def ranks_text(rank: int, ranks: Sequence[int]) -> str:
+    """``parse_ranks``'s inverse: the form's text for a scenario's rank or rank mix."""
+    return ",".join(map(str, ranks)) if len(ranks) > 1 else str(ranks[0] if ranks else rank)
+
+
+def parse_max_loras(text: str) -> list[int]:
+    """The form's candidate ``max_loras`` values ("16,32"): distinct, sorted."""
+    return sorted(set(_int_list(text, *INT_RANGES[K_MAX_LORAS], "max_loras values")))
+
+
+def parse_band(text: str) -> str:
+    """The error band as typed: "auto" (the profile's measured error), "none" (no band) or a fraction in [0, 5]
+    such as 0.2 (the cost model 20 % slower and faster), normalised; ValueError otherwise."""
+    t = str(text).strip().lower()
+    if t in ("auto", "none"):
+        return t
+    try:
+        v = float(t.rstrip("%")) / (100 if t.endswith("%") else 1)
+        if not (math.isfinite(v) and 0 <= v <= 5):
+            raise ValueError
+    except ValueError:
+        raise ValueError("error band: allowed: auto, none or a fraction in [0, 5] such as 0.2") from None
+    return _num(v)
+
+
+def band_arg(band: str):
+    """``parse_band``'s text as ``planner.plan``'s ``band`` argument."""
+    return None if band == "none" else "auto" if band == "auto" else float(band)
+
+
+def form_prefill(sc: Scenario | None) -> dict:
+    """The form's first values: what the scenario states (``Deployment.from_scenario``; the engine's defaults if
+    there is none), the page's SLO and objective defaults.  Control key -> value."""
+    server = "slora" if sc is not None and sc.strategy == "slora" else "vllm"
+    d = planner.Deployment() if sc is None else planner.Deployment.from_scenario(sc, server)
+    ml = sorted({*DEFAULT_D_MAX_LORAS, *([d.max_loras] if d.max_loras >= 1 else [])})
+    return {K_D_SERVER: server, K_D_MODEL: d.model, K_D_GPUS: [d.gpu], K_D_ADAPTERS: d.num_adapters,
+            K_D_RANKS: ranks_text(d.adapter_rank, d.adapter_ranks), K_D_MODULES: d.target_modules,
+            K_D_RATE: float(d.arrival_rate_rps), K_D_PROMPT: d.prompt_tokens, K_D_OUTPUT: d.output_tokens,
+            K_D_LENGTHS: d.length_dist, K_D_SPREAD: float(d.length_spread), K_D_POPULARITY: d.popularity,
+            K_D_ZIPF: float(d.zipf_s), K_D_SLO_METRIC: DEFAULT_METRIC, K_D_SLO: default_threshold(DEFAULT_METRIC),
+            K_D_SLO2_METRIC: NONE, K_D_SLO2: None, K_D_TTFT: float(d.slo_ttft_ms),
+            K_D_MAX_LORAS: ",".join(map(str, ml)), K_D_CPU_LORAS: d.max_cpu_loras, K_D_OBJECTIVE: DEFAULT_OBJECTIVE,
+            K_D_REPS: DEFAULT_REPLICATIONS, K_D_BAND: DEFAULT_BAND}
+
+
+def deployment_inputs(v: Mapping) -> tuple[Inputs | None, str | None]:
+    """The plan of the form's values ``v`` (control key -> value): ``planner.Deployment(...).scenario()`` as the
+    base, the candidate GPUs and ``max_loras`` values as the grid; or why there is none.  A function of ``v``
+    alone (no preset, no sidebar), so the same values give the same plan.
+
+    The base's GPU is the first candidate (in ``presets.GPUS``' order, whatever order they were chosen in)
+    whose scenario validates; the grid then sets each candidate's GPU."""
+    try:
+        rank, ranks = parse_ranks(v[K_D_RANKS])
+        ml = parse_max_loras(v[K_D_MAX_LORAS])
+        band = parse_band(v[K_D_BAND])
+    except ValueError as e:
+        return None, str(e)
+    gpus = [g for g in presets.GPUS if g in (v[K_D_GPUS] or [])]
+    if not gpus:
+        return None, "Choose at least one candidate GPU."
+    server = v[K_D_SERVER]
+    if planner.PROFILES[server].strategy == "vllm" and ml[0] < 1:
+        return None, "max_loras values: 0 is not allowed for vLLM (--max-loras: at least 1 slot)."
+    m1, t1, m2, t2 = v[K_D_SLO_METRIC], v[K_D_SLO], v[K_D_SLO2_METRIC], v[K_D_SLO2]
+    slo = {m1: t1}
+    if m2 != NONE:
+        if m2 == m1:
+            return None, f"The two SLO rows bound the same metric ({m1}): choose another second metric or 'none'."
+        if t2 is None:
+            return None, f"Give the second SLO threshold ({m2}), or set its metric to 'none'."
+        slo[m2] = t2
+    for m, t in slo.items():
+        if t is None:
+            return None, f"Give the SLO threshold ({m})."
+        if m in FRACTIONS and not 0 <= t <= 1:
+            return None, f"{m} is a share: its threshold must be in [0, 1], not {t:g}."
+    try:
+        d = planner.Deployment(
+            model=v[K_D_MODEL], gpu=gpus[0], server=server, num_adapters=int(v[K_D_ADAPTERS]), adapter_rank=rank,
+            adapter_ranks=ranks, target_modules=v[K_D_MODULES], arrival_rate_rps=float(v[K_D_RATE]),
+            prompt_tokens=int(v[K_D_PROMPT]), output_tokens=int(v[K_D_OUTPUT]), length_dist=v[K_D_LENGTHS],
+            length_spread=float(v[K_D_SPREAD]), popularity=v[K_D_POPULARITY], zipf_s=float(v[K_D_ZIPF]),
+            max_loras=ml[0], max_cpu_loras=int(v[K_D_CPU_LORAS]), slo_ttft_ms=float(v[K_D_TTFT]))
+        base, first = None, None
+        for g in gpus:
+            try:
+                base = d.replace(gpu=g).scenario().validate()
+                d = d.replace(gpu=g)
+                break
+            except ValueError as e:
+                first = first or f"{g}: {e}"
+    except (ValueError, TypeError) as e:
+        return None, f"This deployment cannot be simulated: {e}"
+    if base is None:
+        return None, f"This deployment cannot run on any candidate GPU ({first})."
+    return Inputs(base_json=base.to_json(), objective=v[K_D_OBJECTIVE],
+                  slo=tuple((m, float(t)) for m, t in slo.items()),
+                  grid=(("gpu", tuple(gpus)), ("max_loras", tuple(ml))), replications=int(v[K_D_REPS]), prices=(),
+                  band=band, deployment=json.dumps(dataclasses.asdict(d), sort_keys=True)), None
+
+
+def deployment_of(inputs: Inputs) -> planner.Deployment:
+    """The ``planner.Deployment`` an Inputs from the form carries."""
+    d = json.loads(inputs.deployment)
+    return planner.Deployment(**{**d, "adapter_ranks": tuple(d["adapter_ranks"])})
+
+
 def rank_labels(table: pd.DataFrame) -> list[str]:
     """The planner's order in words: 'best', 'tie' (within the noise of the best: not a loser), then 2, 3, ...
     for the other SLO-meeting rows, 'fails SLO' or 'infeasible'."""
@@ -312,6 +564,10 @@ def display_table(table: pd.DataFrame, objective: str, fields: Sequence[str], sl
             d["router"] = table["router"].astype(str)
         d["replicas_needed_max"] = table["replicas_needed_max"].astype(float)
         d["replicas_by_replication"] = table["replicas_by_replication"].fillna("").astype(str)
+    for c in band_columns(table, objective):
+        d[c] = table[c] if c in ("band_status", "band_basis") else table[c].astype(float)
+        if c.endswith(("_pessimistic", "_optimistic")):  # no measured band: no bounds (not the point twice)
+            d.loc[table["band"].isna().to_numpy(), c] = math.nan
     for m in slo:
         d[m] = table[m].astype(float)
     extra = ("fleet_price_usd_per_hour", "load_imbalance") if objective == "min_replicas" else ()
@@ -321,6 +577,26 @@ def display_table(table: pd.DataFrame, objective: str, fields: Sequence[str], sl
             d[m] = table[m]
     d["reason"] = table["reason"].fillna("").astype(str)
     return d.reset_index(drop=True)
+
+
+def band_stem(table: pd.DataFrame) -> str | None:
+    """The stem of the plan's band columns (``<stem>_pessimistic`` / ``_optimistic``; e.g. max_rate_rps,
+    replicas), or None when the plan ran without a band."""
+    stems = [c[:-len("_pessimistic")] for c in table.columns
+             if c.endswith("_pessimistic") and c != "gpus_pessimistic"]
+    return stems[0] if stems and "band" in table.columns else None
+
+
+def band_columns(table: pd.DataFrame, objective: str) -> list[str]:
+    """The band columns shown, in order: GPUs for the stated demand and their bounds (max_rate, max_adapters), the
+    band, the objective's bounds, and where the band comes from."""
+    stem = band_stem(table)
+    gpus = ["gpus"] if objective in ("max_rate", "max_adapters") and "gpus" in table.columns else []
+    if stem is None:
+        return gpus
+    if gpus:
+        gpus += ["gpus_pessimistic", "gpus_optimistic"]
+    return [*gpus, "band", f"{stem}_pessimistic", f"{stem}_optimistic", "band_status", "band_basis"]
 
 
 def memory_table(split: Mapping[str, float]) -> pd.DataFrame:
@@ -379,6 +655,29 @@ def table_config(objective: str, slo: Mapping[str, float]) -> dict:
         "reason": cc.TextColumn("Why not", help="Why the configuration is infeasible or fails the SLO.",
                                 width="large"),
     }
+    bound = {"max_rate": ("Max rate", "%.2f"), "max_adapters": ("Max adapters", "%.0f"),
+             "min_replicas": ("Replicas", "%.0f"), "min_cost": ("Meeting the SLO", "percent")}[objective]
+    slower = "with the cost model slower by the band"
+    conf.update({
+        "gpus": cc.NumberColumn("GPUs for your demand", format="%d",
+                                help="GPUs this configuration needs for the stated arrival rate (max_rate) or "
+                                     "adapter count (max_adapters): ceil(demand / the value found)."),
+        "gpus_pessimistic": cc.NumberColumn("GPUs if slower", format="%d", help=f"The same, {slower}."),
+        "gpus_optimistic": cc.NumberColumn("GPUs if faster", format="%d",
+                                           help="The same, with the cost model faster by the band."),
+        "band": cc.NumberColumn("Error band", format="percent",
+                                help="How far the cost model is known to be off: every step and the front end "
+                                     "slowed down and sped up by this (the 90th percentile of its held-out |error|; "
+                                     "engine.calibration.error_band; docs/model.md 10)."),
+        "band_status": cc.TextColumn("Profile", help="calibrated, transferred or uncalibrated (given: a band "
+                                                     "typed in the form)."),
+        "band_basis": cc.TextColumn("Band from", width="medium", help="Where the band's error was measured."),
+    })
+    for table_col, side, words in (("_pessimistic", "if slower", slower),
+                                   ("_optimistic", "if faster", "with the cost model faster by the band")):
+        for stem in ("max_rate_rps", "max_adapters", "replicas", "meets_slo_frac"):
+            conf[f"{stem}{table_col}"] = cc.NumberColumn(f"{bound[0]} {side}", format=bound[1],
+                                                         help=f"The answer {words} (same seeds and search).")
     for m in slo:
         if m not in conf:
             frac = m in FRACTIONS
@@ -399,6 +698,18 @@ def conditions_text(inputs: Inputs) -> str:
     overrides = ", ".join(f"{g} US${p:g}/h" for g, p in inputs.prices)
     fleet = (f" min_replicas: {base.arrival_rate_rps:g} req/s is the fleet's total, served by 1 to "
              f"{planner.MAX_REPLICAS_SEARCH} replicas." if inputs.objective == "min_replicas" else "")
+    band = ("the profile's measured error" if inputs.band == "auto" else "none" if inputs.band == "none" else
+            f"±{float(inputs.band):.0%} (given)")
+    if inputs.deployment:
+        d = deployment_of(inputs)
+        p = d.profile()
+        return (f"Base: your deployment on the {p.label} profile ({controls.conditions(base)}), built from the "
+                f"form alone: no preset and no sidebar field; each candidate changes only {fields} (the host link "
+                f"and the server's batch limits are those of {base.gpu}, PCIe {base.pcie_gbps:g} GB/s). SLO: "
+                f"{slo_text(slo)}. {inputs.replications} replication(s) (seeds {base.seed} to "
+                f"{base.seed + inputs.replications - 1}), common random numbers. Error band: {band}. Prices are "
+                "indicative presets (engine.planner.GPU_PRICES_USD_PER_HOUR), not quotes; override them on the "
+                "advanced path." + fleet)
     return (f"Base: the sidebar's scenario ({controls.conditions(base)}); each candidate changes only {fields} "
             f"(every other field, e.g. PCIe {base.pcie_gbps:g} GB/s, stays the sidebar's). SLO: {slo_text(slo)}. "
             f"{inputs.replications} replication(s) (seeds {base.seed} to {base.seed + inputs.replications - 1}), "
@@ -425,13 +736,22 @@ def _cached(key: str, engine_version: str) -> dict:
 def compute(inputs: Inputs, progress: Callable[[int, int], None] | None = None) -> dict:
     """Run ``engine.planner.plan`` for ``inputs``: the table, the recommendation, its scenario, commands and
     memory sentence, as plain data.  ValueError (naming the bad input) from the planner."""
-    base = Scenario.from_json(inputs.base_json)
+    # the form's deployment itself: a grid over its GPU rebuilds it from the server's profile on each GPU
+    base = deployment_of(inputs) if inputs.deployment else Scenario.from_json(inputs.base_json)
     res = planner.plan(base, dict(inputs.slo), {k: list(v) for k, v in inputs.grid},
                        replications=inputs.replications, objective=inputs.objective,
-                       gpu_prices_usd_per_hour=dict(inputs.prices) or None, progress=progress or False)
+                       gpu_prices_usd_per_hour=dict(inputs.prices) or None, progress=progress or False,
+                       band=band_arg(inputs.band))
     out = {"table": res.table, "runs": res.runs, "best": res.best, "summary": planner.plan_summary(res),
            "objective": res.objective, "slo": dict(res.slo), "fields": list(res.grid), "scenario_json": None,
-           "commands": [], "memory": "", "memory_split": {}, "tie_break": res.tie_break, "notes": list(res.notes)}
+           "commands": [], "memory": "", "memory_split": {}, "tie_break": res.tie_break,
+           "notes": band_first(list(res.notes), res.best, inputs.band), "resolution": "", "resolutions": {}}
+    if inputs.deployment:
+        d = deployment_of(inputs)
+        gpus = dict(inputs.grid)["gpu"]
+        out["resolutions"] = {g: d.replace(gpu=g).resolution() for g in gpus}
+        if res.best is not None:
+            out["resolution"] = out["resolutions"][res.best["gpu"]]
     if res.best is not None:
         sc = res.scenario(res.best["config"])
         out["scenario_json"] = sc.to_json()
@@ -439,6 +759,27 @@ def compute(inputs: Inputs, progress: Callable[[int, int], None] | None = None) 
         out["memory"] = planner.memory_sentence(sc)
         out["memory_split"] = planner.memory_split(sc)
     return out
+
+
+BAND_NOTE = "How far it could move:"
+
+
+def band_first(notes: list[str], best: Mapping | None, band: str) -> list[str]:
+    """The plan's notes with the error band's sentence first, and said when there is none: the band is off
+    ("none"), or no error was measured for this cost model (the planner's band column is then NaN and its
+    sentence empty; ``band_basis`` says why)."""
+    if best is None:
+        return notes
+    rest = [n for n in notes if not n.startswith(BAND_NOTE)]
+    said = [n for n in notes if n.startswith(BAND_NOTE) and n[len(BAND_NOTE):].strip()]
+    if said:
+        return [said[0], *rest]
+    if band == "none":
+        why = "not computed (error band: none)."
+    else:
+        basis = str(best.get("band_basis") or "").strip().removeprefix("no measured error:").strip()
+        why = "unknown: no measured error for this cost model" + (f" ({basis.rstrip('.')})." if basis else ".")
+    return [f"{BAND_NOTE} {why}", *rest]
 
 
 def run_plan(inputs: Inputs, progress: Callable[[int, int], None] | None = None) -> dict:
@@ -559,6 +900,120 @@ def _controls(state: controls.AppState) -> tuple[Inputs | None, str | None]:
     return inputs, None
 
 
+def _deployment_form(state: controls.AppState) -> tuple[Inputs | None, str | None, bool]:
+    """Draw the "Your deployment" form; (the plan of its submitted values or None, why there is none, whether it
+    was submitted in this run).  Prefilled from the sidebar's scenario the first time (``form_prefill``), then
+    each control keeps the user's value (session-wide, and in the URL under its plan_d_* key)."""
+    pre = form_prefill(state.scenario)
+    models = controls.model_options()
+    if pre[K_D_MODEL] not in models:
+        pre[K_D_MODEL] = models[0]
+    kw = dict(bind="query-params", persist_state="session")
+    v: dict = {}
+    with st.form(FORM_KEY, border=True, enter_to_submit=False):
+        st.markdown("**Your deployment**: what you know about it. The plan simulates it on the server's profile "
+                    "(its fitted cost model and its own defaults), from these values alone; it started from the "
+                    "sidebar's scenario.")
+        st.caption("Server and model (another model: add its Hugging Face config.json on the What-if page, "
+                   "'Add a base model'; it joins this list for the session)")
+        r = st.columns([1, 1.6, 2.4], gap="medium")
+        v[K_D_SERVER] = r[0].selectbox(
+            "Server", list(planner.PROFILES), index=list(planner.PROFILES).index(pre[K_D_SERVER]), key=K_D_SERVER,
+            **kw, help="The serving engine (" + ", ".join(f"{k}: {p.label}" for k, p in planner.PROFILES.items())
+            + "); its profile (planner.PROFILES) sets the cost model, the scheduling and the "
+                 "server's own defaults (batch limits per GPU, memory utilisation).")
+        v[K_D_MODEL] = r[1].selectbox(
+            "Model", models, index=models.index(pre[K_D_MODEL]), key=K_D_MODEL, **kw,
+            help="A model preset or a model uploaded in this session. Another model: add its Hugging Face "
+                 "config.json on the What-if page ('Add a base model'); it then joins this list.")
+        v[K_D_GPUS] = r[2].multiselect(
+            "Candidate GPUs", list(presets.GPUS), default=pre[K_D_GPUS], key=K_D_GPUS, placeholder="Choose GPUs",
+            **kw, help="The GPUs to compare (the plan's gpu grid); each runs one server.")
+        st.caption("Adapters")
+        r = st.columns(3, gap="medium")
+        v[K_D_ADAPTERS] = r[0].number_input(
+            "Adapters", *D_NUMBERS[K_D_ADAPTERS][:2], value=pre[K_D_ADAPTERS], step=1, key=K_D_ADAPTERS, **kw,
+            help="How many LoRA adapters the server holds (registered; the max_adapters objective searches it).")
+        v[K_D_RANKS] = r[1].text_input(
+            "Rank, or a rank mix", value=pre[K_D_RANKS], key=K_D_RANKS, **kw,
+            help="One rank (16), or a mix such as 8,16,64: the adapters take the ranks in turn, in that order.")
+        v[K_D_MODULES] = r[2].selectbox(
+            "Target modules", list(presets.TARGET_MODULES), index=list(presets.TARGET_MODULES).index(
+                pre[K_D_MODULES]), key=K_D_MODULES, **kw,
+            help="The layers each adapter changes (PEFT's target_modules): they size every adapter. " + "; ".join(
+                f"{k}: {', '.join(m)}" for k, m in presets.TARGET_MODULES.items()) + ".")
+        st.caption("Traffic")
+        r = st.columns([1.2, 1, 1, 1.2, 1, 1, 1], gap="small")
+        v[K_D_RATE] = r[0].number_input(
+            "Arrival rate (req/s)", *D_NUMBERS[K_D_RATE][:2], value=pre[K_D_RATE], step=1.0, format="%g",
+            key=K_D_RATE, **kw, help="Your traffic, all adapters together (Poisson arrivals). max_rate searches the "
+                                     "rate itself: this one then counts the GPUs it needs.")
+        v[K_D_PROMPT] = r[1].number_input("Prompt tokens (mean)", *D_NUMBERS[K_D_PROMPT][:2],
+                                          value=pre[K_D_PROMPT], step=1, key=K_D_PROMPT, **kw)
+        v[K_D_OUTPUT] = r[2].number_input("Output tokens (mean)", *D_NUMBERS[K_D_OUTPUT][:2],
+                                          value=pre[K_D_OUTPUT], step=1, key=K_D_OUTPUT, **kw)
+        lengths = list(ENUMS["length_dist"])
+        v[K_D_LENGTHS] = r[3].selectbox(
+            "Length distribution", lengths, index=lengths.index(pre[K_D_LENGTHS]), key=K_D_LENGTHS, **kw,
+            help="fixed: every request has the mean lengths; uniform: mean ± spread x mean; lognormal: the spread "
+                 "is the coefficient of variation (real chat traffic: lognormal, CV about 1).")
+        v[K_D_SPREAD] = r[4].number_input("Spread", *D_NUMBERS[K_D_SPREAD][:2], value=pre[K_D_SPREAD], step=0.1,
+                                          format="%g", key=K_D_SPREAD, **kw,
+                                          help="uniform: a fraction below 1; lognormal: the CV; fixed: unused.")
+        pops = list(ENUMS["popularity"])
+        v[K_D_POPULARITY] = r[5].selectbox(
+            "Popularity", pops, index=pops.index(pre[K_D_POPULARITY]), key=K_D_POPULARITY, **kw,
+            help="How requests spread over the adapters: zipf (exponent s below), or power (a power law, "
+                 "alpha 1).")
+        v[K_D_ZIPF] = r[6].number_input("Zipf s", *D_NUMBERS[K_D_ZIPF][:2], value=pre[K_D_ZIPF], step=0.1,
+                                        format="%g", key=K_D_ZIPF, **kw,
+                                        help="Zipf exponent: 0 = uniform, 1 = classic Zipf (zipf popularity only).")
+        st.caption("SLO")
+        r = st.columns([1.3, 1, 1.3, 1, 1.2], gap="medium")
+        metrics = list(planner.SLO_METRICS)
+        v[K_D_SLO_METRIC] = r[0].selectbox("SLO metric", metrics, index=metrics.index(DEFAULT_METRIC),
+                                           key=K_D_SLO_METRIC, **kw,
+                                           help="Summary metric the SLO bounds (latencies from above, attainment "
+                                                "and hit rate from below).")
+        v[K_D_SLO] = r[1].number_input(
+            "Threshold", 0.0, MAX_THRESHOLD_MS, value=pre[K_D_SLO], step=10.0, format="%g", key=K_D_SLO, **kw,
+            help="Milliseconds for the latencies; a share in [0, 1] for slo_attainment, hit_rate_gpu, swap_rate.")
+        v[K_D_SLO2_METRIC] = r[2].selectbox("Second SLO metric (optional)", [NONE, *metrics], index=0,
+                                            key=K_D_SLO2_METRIC, **kw,
+                                            help="A second bound every accepted probe must also meet.")
+        v[K_D_SLO2] = r[3].number_input("Second threshold", 0.0, MAX_THRESHOLD_MS, value=pre[K_D_SLO2], step=10.0,
+                                        format="%g", key=K_D_SLO2, placeholder="none", **kw)
+        v[K_D_TTFT] = r[4].number_input(
+            "TTFT target per request (ms)", *D_NUMBERS[K_D_TTFT][:2], value=pre[K_D_TTFT], step=10.0,
+            format="%g", key=K_D_TTFT, **kw,
+            help="slo_attainment is the share of requests whose TTFT is at most this.")
+        st.caption("What to find")
+        r = st.columns([1.3, 1.3, 1, 0.8, 0.9], gap="medium")
+        objectives = list(planner.OBJECTIVES)
+        v[K_D_OBJECTIVE] = r[0].selectbox(
+            "Find", objectives, index=objectives.index(DEFAULT_OBJECTIVE), key=K_D_OBJECTIVE, **kw,
+            help="What each configuration is scored on:\n\n" + "\n".join(
+                f"- **{k}**: {objective_help(k, True)}." for k in objectives))
+        v[K_D_MAX_LORAS] = r[1].text_input(
+            "max_loras values", value=pre[K_D_MAX_LORAS], key=K_D_MAX_LORAS, **kw,
+            help="The GPU adapter slots to try (vLLM's --max-loras), typed: 16,32,64.")
+        v[K_D_CPU_LORAS] = r[2].number_input(
+            "max_cpu_loras", *D_NUMBERS[K_D_CPU_LORAS][:2], value=pre[K_D_CPU_LORAS], step=1, key=K_D_CPU_LORAS,
+            **kw, help="Host adapter cache (--max-cpu-loras), in adapters; 0 = no limit.")
+        v[K_D_REPS] = r[3].number_input(
+            "Replications", *D_NUMBERS[K_D_REPS][:2], value=pre[K_D_REPS], step=1, key=K_D_REPS, **kw,
+            help="Seeds per configuration (common random numbers): the CIs and ties come from them.")
+        v[K_D_BAND] = r[4].text_input(
+            "Error band", value=pre[K_D_BAND], key=K_D_BAND, **kw,
+            help="auto: the profile's measured error (calibrated, transferred or uncalibrated); none; or a "
+                 "fraction such as 0.2. The answer is searched again with the cost model that much slower and "
+                 "faster.")
+        submitted = st.form_submit_button("Plan my deployment", type="primary", key=K_RUN,
+                                          icon=":material/play_arrow:")
+    inputs, why = deployment_inputs(v)
+    return inputs, why, submitted
+
+
 # ------------------------------------------------------------------ results
 def _open_on_whatif() -> None:
     """Button callback: load the recommended scenario (at its optimum) into the shared controls."""
@@ -602,17 +1057,66 @@ def _commands(res: dict) -> None:
                              width="stretch", key=f"plan_trace_{c['server']}")
 
 
+def _recommendation(res: dict, objective: str, fields: Sequence[str], deployment: bool) -> None:
+    """The answer: the recommended configuration, its value, notes (the error band first), what it rests on
+    (from the form: calibrated or transferred) and its memory."""
+    best = res["best"]
+    what = objective_help(objective, deployment)
+    fleet = objective == "min_replicas"
+    if best is None:
+        if res.get("resolutions"):
+            st.caption("What the answers rest on: " + "; ".join(
+                f"{g}: {md_escape(r)}" for g, r in res["resolutions"].items()) + ".")
+        return
+    st.subheader("Recommended: " + " · ".join(f"{f} {best[f]}" for f in fields))
+    col, label, _ = VALUE_COLUMN[objective]
+    k = st.columns(4)
+    if fleet:
+        k[0].metric("Replicas to deploy", f"{int(best['replicas_needed_max'])}",
+                    help=what + f": the most any replication needed (per replication "
+                    f"{best['replicas_by_replication']}; mean {best[col]:.3g}).")
+    else:
+        k[0].metric(label, f"{best[col]:.0%}" if objective == "min_cost" else
+                    f"{best[col]:,.0f}" if objective == "max_adapters" else f"{best[col]:.3g}",
+                    help=what + ".")
+    p99 = float(best["ttft_p99_ms"])
+    k[1].metric("TTFT p99 at the optimum", f"{p99:,.1f} ms" if math.isfinite(p99) else "n/a")
+    k[2].metric("US$ per million tokens", "n/a" if not math.isfinite(best["cost_per_mtok_usd"]) else
+                f"${best['cost_per_mtok_usd']:.3f}")
+    if fleet:
+        k[3].metric("Fleet price", f"${best['fleet_price_usd_per_hour']:.2f}/h",
+                    help=f"{int(best['replicas_needed_max'])} x ${best['price_usd_per_hour']:.2f}/h per GPU.")
+    else:
+        k[3].metric("GPU price", f"${best['price_usd_per_hour']:.2f}/h")
+    if res.get("notes"):
+        st.info("\n".join(f"- {n}" for n in res["notes"]), icon=":material/lightbulb:")
+    if res.get("resolution"):
+        st.markdown("**What the answer rests on:** " + md_escape(res["resolution"]))
+    if res.get("tie_break"):
+        st.caption(res["tie_break"])
+    st.markdown(f"**Memory:** {res['memory']}.")
+    if res.get("memory_split"):
+        with st.expander("Memory breakdown (GiB)"):
+            st.dataframe(memory_table(res["memory_split"]), hide_index=True, key="plan_memory",
+                         column_config={"GiB": st.column_config.NumberColumn("GiB", format="%.2f")})
+
+
 def _results(last: dict, current: Inputs | None) -> None:
     res, inputs = last["result"], last["inputs"]
     objective, slo, fields = res["objective"], res["slo"], res["fields"]
     table: pd.DataFrame = res["table"]
     st.divider()
-    if current is not None and current != inputs:
+    if current is not None and current.mode != inputs.mode:
+        st.info(f"The last plan, run from {MODES[inputs.mode].lower()}: run the one above to replace it.",
+                icon=":material/update:")
+    elif current is not None and current != inputs:
         st.info("The inputs (page controls or sidebar scenario) changed since this plan ran; run it again to "
                 "update it.", icon=":material/update:")
     best = res["best"]
     (st.success if best is not None else st.warning)(res["summary"], icon=":material/target:")
     st.caption(conditions_text(inputs))
+
+    _recommendation(res, objective, fields, bool(inputs.deployment))
 
     st.subheader("Ranked configurations")
     st.dataframe(display_table(table, objective, fields, slo), hide_index=True, width="stretch", key="plan_table",
@@ -624,7 +1128,7 @@ def _results(last: dict, current: Inputs | None) -> None:
     if best is None and len(failing):
         st.markdown("Why no configuration qualifies:\n\n" + "\n".join(
             f"- **{charts.plan_label(r, fields)}**: {r['reason']}" for _, r in failing.iterrows()))
-    st.download_button("Plan CSV", table.to_csv(index=False).encode(), file_name="plan.csv", mime="text/csv",
+    st.download_button("Plan CSV", exports.csv_bytes(table), file_name="plan.csv", mime="text/csv",
                        key="dl_plan", icon=":material/download:")
 
     fleet = objective == "min_replicas"
@@ -660,35 +1164,6 @@ def _results(last: dict, current: Inputs | None) -> None:
 
     if best is None:
         return
-    st.subheader("Recommended: " + " · ".join(f"{f} {best[f]}" for f in fields))
-    col, label, _ = VALUE_COLUMN[objective]
-    k = st.columns(4)
-    if fleet:
-        k[0].metric("Replicas to deploy", f"{int(best['replicas_needed_max'])}",
-                    help=OBJECTIVE_HELP[objective] + f": the most any replication needed (per replication "
-                    f"{best['replicas_by_replication']}; mean {best[col]:.3g}).")
-    else:
-        k[0].metric(label, f"{best[col]:.0%}" if objective == "min_cost" else
-                    f"{best[col]:,.0f}" if objective == "max_adapters" else f"{best[col]:.3g}",
-                    help=OBJECTIVE_HELP[objective] + ".")
-    p99 = float(best["ttft_p99_ms"])
-    k[1].metric("TTFT p99 at the optimum", f"{p99:,.1f} ms" if math.isfinite(p99) else "n/a")
-    k[2].metric("US$ per million tokens", "n/a" if not math.isfinite(best["cost_per_mtok_usd"]) else
-                f"${best['cost_per_mtok_usd']:.3f}")
-    if fleet:
-        k[3].metric("Fleet price", f"${best['fleet_price_usd_per_hour']:.2f}/h",
-                    help=f"{int(best['replicas_needed_max'])} x ${best['price_usd_per_hour']:.2f}/h per GPU.")
-    else:
-        k[3].metric("GPU price", f"${best['price_usd_per_hour']:.2f}/h")
-    if res.get("notes"):
-        st.info("\n".join(f"- {n}" for n in res["notes"]), icon=":material/lightbulb:")
-    if res.get("tie_break"):
-        st.caption(res["tie_break"])
-    st.markdown(f"**Memory:** {res['memory']}.")
-    if res.get("memory_split"):
-        with st.expander("Memory breakdown (GiB)"):
-            st.dataframe(memory_table(res["memory_split"]), hide_index=True, key="plan_memory",
-                         column_config={"GiB": st.column_config.NumberColumn("GiB", format="%.2f")})
     _commands(res)
     if st.button("Open on What-if", type="primary", key=K_OPEN, icon=":material/arrow_forward:",
                  on_click=_open_on_whatif,
@@ -698,17 +1173,47 @@ def _results(last: dict, current: Inputs | None) -> None:
 
 
 # ------------------------------------------------------------------ page
+def _mode() -> str:
+    """The plan the page shows (``K_MODE``): the deployment form unless chosen otherwise; a link holding the
+    advanced path's parameters (and no plan_mode) opens the advanced path.
+
+    In the URL as ``plan_mode=sidebar`` (nothing for the form): set here rather than with ``bind``, which would
+    put the radio's labels in the URL."""
+    ss, q = st.session_state, st.query_params
+    if K_MODE not in ss:
+        ss[K_MODE] = (q[K_MODE] if q.get(K_MODE) in MODES else MODE_SIDEBAR if any(
+            k in ADVANCED_KEYS or k.startswith(PRICE_PREFIX) for k in q) else MODE_DEPLOYMENT)
+    mode = st.radio("What to plan", list(MODES), format_func=MODES.get, key=K_MODE, horizontal=True,
+                    label_visibility="collapsed",
+                    help="Your deployment: a form of what you know, planned on the server's profile. The sidebar "
+                         "scenario: every field of the sidebar's scenario, with a free grid of candidates.")
+    if mode == MODE_DEPLOYMENT:
+        q.pop(K_MODE, None)
+    elif q.get(K_MODE) != mode:
+        q[K_MODE] = mode
+    return mode
+
+
 def render() -> None:
     state = controls.current()
-    controls.show_header(state, "Plan", "The inverse question: which GPU, `--max-loras` and policy serve the "
-                         "sidebar's traffic within an SLO, and at what cost? Each candidate configuration is searched "
-                         "for its largest SLO-meeting arrival rate (or adapter count, or its fewest replicas), ranked "
-                         "with ties inside the noise, and the winner comes with vLLM and SGLang command lines.")
-    if state.error:
-        st.error(f"This scenario cannot be simulated. {state.error}", icon=":material/error:")
-        return
+    controls.show_header(state, "Plan", "The inverse question: which GPU, `--max-loras` and policy serve your "
+                         "traffic within an SLO, and at what cost? Each candidate configuration is searched for its "
+                         "largest SLO-meeting arrival rate (or adapter count, or its fewest replicas), ranked with "
+                         "ties inside the noise, again with the cost model as far off as it is known to be (the "
+                         "error band), and the winner comes with vLLM and SGLang command lines.")
     ss = st.session_state
-    inputs, why = _controls(state)
+    mode = _mode()
+    run = False
+    if mode == MODE_DEPLOYMENT:
+        if state.error:
+            st.caption("The sidebar's scenario cannot be simulated, so the form started from the engine's "
+                       "defaults; it does not need the sidebar.")
+        inputs, why, run = _deployment_form(state)
+    else:
+        if state.error:
+            st.error(f"This scenario cannot be simulated. {state.error}", icon=":material/error:")
+            return
+        inputs, why = _controls(state)
     if why:
         st.warning(why, icon=":material/checklist:")
     elif inputs is not None:
@@ -716,15 +1221,20 @@ def render() -> None:
         too_many = inputs.searches > MAX_PLAN_SEARCHES
         probed = ("about 2 to 8 replica counts" if inputs.objective == "min_replicas" else
                   "about 5 to 15 arrival rates")
+        band = "" if inputs.band == "none" else (" With an error band, each search runs twice more (the cost model "
+                                                 "slower, then faster).")
         st.caption(f"{shape} = {inputs.configurations} configurations x {inputs.replications} replication(s) = "
                    f"{inputs.searches} searches (at most {MAX_PLAN_SEARCHES} on this page); each search probes "
-                   f"{probed} of about 6,000 requests each.")
+                   f"{probed} of about 6,000 requests each." + band)
         if too_many:
             st.error(f"This plan has {inputs.searches} searches ({inputs.configurations} configurations x "
                      f"{inputs.replications} replications), above this page's limit of {MAX_PLAN_SEARCHES} "
                      f"(MAX_PLAN_SEARCHES). Remove candidates or lower the replications, or run it with "
                      f"`python -m engine plan` (up to {planner.MAX_SEARCHES}).", icon=":material/block:")
-        if st.button("Run the plan", type="primary", key=K_RUN, icon=":material/play_arrow:", disabled=too_many):
+        if mode == MODE_SIDEBAR:
+            run = st.button("Run the plan", type="primary", key=K_RUN, icon=":material/play_arrow:",
+                            disabled=too_many)
+        if run and not too_many:
             ss.pop(ERROR_KEY, None)
             bar = st.progress(0.0, text="Planning...")
 

@@ -48,13 +48,12 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
  FP_LORA_PAD_BYTES,
  # the smallest adapter's GPU bytes (static memory: once no room can be made for it, none can for any adapter)
  FP_MIN_ADAPTER,
+ # Scenario.cost_scale: every step's seconds times it (1.0: unchanged, bit for bit)
+ FP_COST_SCALE,
  # cost_model "kernel" (docs/model.md 5.4): on/off, layers, the spec sheet's peak FLOP/s and HBM bytes/s (no
  # compute_eff / bw_eff), vocabulary and hidden size (the LM head), then FP_KPARAMS: kernels.param_array()
  # (len(PARAM_NAMES) slots) and FP_DENSE_N / FP_DENSE_K: kernels.dense_dims(model, 1) (len(DENSE_OPS) slots each)
- FP_KERNEL, FP_N_LAYERS, FP_PEAK_FLOPS, FP_PEAK_BW, FP_VOCAB, FP_HIDDEN,
- # Scenario.cost_scale: every step's seconds times it (1.0: unchanged, bit for bit)
- FP_COST_SCALE,
- FP_KPARAMS) = range(35)
+ FP_KERNEL, FP_N_LAYERS, FP_PEAK_FLOPS, FP_PEAK_BW, FP_VOCAB, FP_HIDDEN, FP_KPARAMS) = range(35)
 FP_DENSE_N = FP_KPARAMS + len(PARAM_NAMES)
 FP_DENSE_K = FP_DENSE_N + len(DENSE_OPS)
 FP_LEN = FP_DENSE_K + len(DENSE_OPS)

@@ -1,5 +1,6 @@
-"""The Plan page under AppTest: it renders, a small plan shows the ranked table, the recommendation and its
-command lines, an SLO nobody meets shows the reasons, plan_ URL parameters round-trip (bad ones warn by name),
+"""The Plan page's advanced path (the sidebar scenario with a free grid; the deployment form is in
+tests/test_app_plan_deployment.py) under AppTest: it renders, a small plan shows the ranked table, the recommendation
+and its command lines, an SLO nobody meets shows the reasons, plan_ URL parameters round-trip (bad ones warn by name),
 the work cap refuses big plans, and "Open on What-if" lands there with the recommended scenario."""
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ MAIN = str(ROOT / "app" / "main.py")
 TIMEOUT = 60
 #: A short scenario (the duration control's minimum) and a tiny plan: 2 GPUs x 1 max_loras x 1 strategy, 1 replication.
 FAST = {"duration_s": "60"}
+#: The advanced path (the page opens on the deployment form).
+ADVANCED = {page_plan.K_MODE: page_plan.MODE_SIDEBAR}
 TINY = {"plan_gpus": ["a100-80gb", "h100-80gb"], "plan_max_loras": "8", "plan_strategies": "vllm", "plan_reps": "1"}
 
 
@@ -37,7 +40,7 @@ def ok(at: AppTest) -> AppTest:
 def plan_page(**query) -> AppTest:
     """A deep link to /plan with ``query`` (plus the short scenario), first run done."""
     at = AppTest.from_file(MAIN, default_timeout=TIMEOUT)
-    for k, v in {**FAST, **query}.items():
+    for k, v in {**FAST, **ADVANCED, **query}.items():
         at.query_params[k] = v
     return ok(goto(at, "plan").run())
 
@@ -211,7 +214,7 @@ def test_work_cap_refuses_big_plans():
 
 def test_planner_errors_are_shown_not_raised():
     at = AppTest.from_file(MAIN, default_timeout=TIMEOUT)
-    for k, v in {**FAST, **TINY, "arrival_process": "closed"}.items():
+    for k, v in {**FAST, **ADVANCED, **TINY, "arrival_process": "closed"}.items():
         at.query_params[k] = v
     at = run(ok(goto(at, "plan").run()))
     assert any("arrival_process" in e.value and "closed" in e.value for e in at.error)

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CI_DIR = ROOT / ".ci"
 
 APP_COMMAND = "pip install -r requirements.txt && streamlit run app/main.py"
-TEST_COMMAND = "pip install -r requirements-dev.txt && python -m pytest"
+TEST_COMMAND = "pip install -r requirements-dev.txt && python -m pytest -n 2 --dist loadfile"
 
 # requirement name -> import name
 IMPORT_NAMES = {

@@ -155,7 +155,8 @@ def test_a_real_plan_carries_the_rule_the_ties_and_the_edge():
     assert res.best["gpu"] == "h100-80gb" and res.best["batch_window_ms"] == 10.0
     assert bool(t.iloc[1]["tie_with_best"]) and t.iloc[1]["tie_break"].startswith("tied with the pick")
     assert res.best["tie_break"].startswith("picked among 2 tied")
-    tie, edge = res.notes
+    band, tie, edge = res.notes  # the error band's note first (planner/band.py)
+    assert band.startswith("How far it could move: ")
     assert tie.startswith("2 configurations are tied") and "batch_window_ms=10; batch_window_ms=30" in tie
     assert edge.startswith("10 is the smallest batch_window_ms you gave: try 3.33 (every batch_window_ms")
     # the gpu field is a string: no edge note; the summary names the rule
@@ -178,20 +179,22 @@ def test_a_real_plan_picks_by_the_rule_among_its_ties(rate):
         key = lambda x: (x["gpus"], x["gpus_price_usd_per_hour"], -x["max_rate_rps"])  # noqa: E731
         assert key(b) <= key(r), (b["gpu"], r["gpu"])
     if len(tied) > 1:
-        assert res.notes and res.notes[0].startswith(f"{len(tied)} configurations are tied")
+        assert res.notes[0].startswith("How far it could move: ")  # the error band's note comes first
+        assert res.notes[1].startswith(f"{len(tied)} configurations are tied")
         assert f"picked by the {TIE_BREAK['max_rate'][0][2].split(' (')[0]}" in plan_summary(res)
 
 
 def test_a_real_vllm_plan_at_the_top_of_max_loras(tmp_path, capsys):
     from engine.cli import main
     sc = small().replace(strategy="vllm")
-    res = plan(sc, {"ttft_p99_ms": 400.0}, {"max_loras": [4, 16]}, replications=1, workers=1)
+    res = plan(sc, {"ttft_p99_ms": 400.0}, {"max_loras": [4, 16]}, replications=1, workers=1, band=None)
     assert res.best["max_loras"] == 16 and res.notes == ["16 is the largest max_loras you gave: try 64."]
     # the CLI prints the notes and writes them (and the rule) to plan.json
     out = tmp_path / "plan"
     rc = main(["plan", "--preset", "default", "--set", "duration_s=60", "--set", "num_adapters=50",
                "--set", "arrival_rate_rps=10", "--set", "strategy=vllm", "--slo", "ttft_p99_ms=400",
-               "--grid", "max_loras=4,16", "--replications", "1", "--workers", "1", "--out", str(out)])
+               "--grid", "max_loras=4,16", "--replications", "1", "--workers", "1", "--band", "none",
+               "--out", str(out)])
     assert rc == 0
     printed = capsys.readouterr().out
     assert "note: 16 is the largest max_loras you gave: try 64." in printed

@@ -19,6 +19,9 @@ Modules, from the bottom up (no cycles between them):
   runs refuse to start (``failed_insufficient_KV_cache_memory``);
 * ``status``: whether a scenario's cost model is a calibrated preset's (``calibration_status``), with its
   errors;
+* ``bands``: the error bases of the planner's band (docs/validation/profile_errors.csv: the calibrated fits'
+  held-out errors, a measured transfer error, the uncalibrated roofline's error on the vLLM runs), read by
+  ``error_bases``, and a scenario's band (``error_band``);
 * ``report``: the validation report (``run_validation``, docs/validation.md);
 * ``kernel_fit``: Vidur's profiled linear operators (``kernel_profiles/vidur_linear_ops.csv``), the fit
   of the dense-layer kernel model (``engine.kernels``), its hold-out checks and report section;
@@ -27,6 +30,17 @@ Modules, from the bottom up (no cycles between them):
 
 Import the names from this package, not from its modules.
 """
+from .bands import (
+    BAND_RULE,
+    BASES,
+    PROFILE_ERRORS_CSV,
+    basis_stats,
+    calibrated_runs,
+    error_band,
+    error_bases,
+    profile_errors,
+    write_profile_errors,
+)
 from .cases import Case, engine_metrics, error_table, simulate_case, simulate_cases, summarize_errors, typed_values
 from .feasibility import feasibility_accuracy, feasibility_reserve_bracket, feasibility_table, vllm_feasibility
 from .fitting import (
@@ -134,6 +148,9 @@ __all__ = [
     "fit_kernel_params", "layer_table", "roofline_ms", "error_summary", "kernel_validation", "kernel_section",
     # whether a scenario is calibrated (the dashboard's badge)
     "CALIBRATED", "FITTED_FIELDS", "Calibration", "CalibrationStatus", "calibration_status",
+    # error bases of the planner's band
+    "BASES", "BAND_RULE", "PROFILE_ERRORS_CSV", "basis_stats", "calibrated_runs", "profile_errors",
+    "write_profile_errors", "error_bases", "error_band",
     # validation report
     "TARGETS", "FEASIBILITY_TARGET", "SLORA_PARAMS", "SLORA_TRAIN_SUITES", "VLLM_PARAMS", "VLLM_START",
     "VLLM_MAX_NFEV", "at_bounds", "run_validation",

@@ -16,13 +16,16 @@ Bad ``--slo`` / ``--grid`` / ``--price`` items exit 2 with one line naming them.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
 from pathlib import Path
 
 from ..backends import BackendError
+from ..limits import write_csv
 from ..planner import MAX_REPLICAS_SEARCH, OBJECTIVES, VALUE_COLUMNS, plan, plan_summary, server_commands
+from ..planner.band import BOUNDED
 from ..planner.commands import assumption_lines
 from ..scenario import MAX_REPLICAS
 from .common import (
@@ -75,11 +78,40 @@ def _plot(res, path: Path) -> None:
     plt.close(fig)
 
 
+def deployment_base(a):
+    """``--server``: the scenario of the deployment the ``--set`` inputs state (``planner.Deployment``): its
+    server's profile and nothing from a preset, so the same inputs plan the same whatever else is given."""
+    from ..planner.deployment import Deployment
+    from ..scenario import coerce
+    if a.scenario:
+        raise ValueError("--server: given with --scenario; allowed: one of them (--server plans the deployment "
+                         "that --set states; --scenario starts from a file)")
+    names = [f.name for f in dataclasses.fields(Deployment) if f.name != "server"]
+    kw = {}
+    for k, v in parse_pairs(a.set).items():
+        if k not in names:
+            raise ValueError(f"--set: {k!r} is not a deployment input; allowed with --server: {', '.join(names)}")
+        kw[k] = coerce(k, v)
+    d = Deployment(server=a.server, **kw)
+    d.scenario()  # (a bad input is refused here, naming it, before any plan)
+    return d
+
+
+def _band(v: str):
+    """``--band``: auto | none | a fraction (0.2 = the cost model 20 % slower and faster)."""
+    if v in ("auto", "none"):
+        return "auto" if v == "auto" else None
+    try:
+        return float(v)
+    except ValueError:
+        raise ValueError(f"--band: invalid value {v!r}; allowed: auto, none or a fraction such as 0.2") from None
+
+
 def cmd_plan(a) -> int:
     kw = {}
     try:
         kw = backend_args(a)
-        base = base_scenario(a)
+        base = deployment_base(a) if a.server else base_scenario(a)
         slo = _number_pairs(a.slo, "--slo")
         if not slo:
             return fail("--slo: missing; allowed: metric=threshold, e.g. --slo ttft_p99_ms=500")
@@ -88,7 +120,7 @@ def cmd_plan(a) -> int:
         t0 = time.perf_counter()
         res = plan(base, slo, grid, replications=a.replications, objective=a.objective,
                    gpu_prices_usd_per_hour=prices, workers=a.workers, max_replicas=a.max_replicas,
-                   progress=progress_default() and not a.json, **kw)
+                   progress=progress_default() and not a.json, band=_band(a.band), **kw)
         wall = time.perf_counter() - t0
     except (ValueError, BackendError) as e:
         return fail(str(e))
@@ -99,13 +131,14 @@ def cmd_plan(a) -> int:
         cmds = server_commands(res.scenario(res.best["config"]), decided=res.grid)
     best_cmds = [command_doc(c) for c in cmds]
     doc = {"objective": res.objective, "slo": res.slo, "grid": {k: list(v) for k, v in res.grid.items()},
-           "replications": res.replications, "base": base.to_dict(), "summary": plan_summary(res),
+           "replications": res.replications, "base": res.base.to_dict(),
+           "deployment": dataclasses.asdict(res.deployment) if res.deployment else None, "summary": plan_summary(res),
            "best": jsonable(res.best) if res.best else None, "tie_break": res.tie_break, "notes": list(res.notes),
            "commands": best_cmds, "wall_s": round(wall, 2)}
     if a.out:
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
-        res.table.to_csv(out / "plan.csv", index=False)
+        write_csv(res.table, out / "plan.csv", index=False)
         (out / "plan.json").write_text(json.dumps(doc, indent=1, default=_json_default, allow_nan=False))
         _plot(res, out / "plan.png")
     if a.json:
@@ -114,7 +147,9 @@ def cmd_plan(a) -> int:
     print(plan_summary(res) + f" ({wall:.1f} s)")
     fleet = ("replicas_needed_max", "replicas_by_replication", "fleet_price_usd_per_hour") \
         if res.objective == "min_replicas" else ()
-    cols = [c for c in dict.fromkeys((*res.grid, "feasible", VALUE_COLUMNS[res.objective], *fleet, *res.slo,
+    stem = BOUNDED[res.objective][1]
+    band = (f"{stem}_pessimistic", f"{stem}_optimistic")
+    cols = [c for c in dict.fromkeys((*res.grid, "feasible", VALUE_COLUMNS[res.objective], *band, *fleet, *res.slo,
                                       "cost_per_mtok_usd", "tie_with_best", "reason")) if c in res.table]
     print(res.table[cols].to_string(index=False, max_colwidth=60))
     for n in res.notes:
@@ -155,6 +190,9 @@ def _json_default(o):
 def add_commands(sub) -> None:
     p = sub.add_parser("plan", help="capacity planner: rank GPUs / flags / policies under an SLO")
     add_base_args(p, "scenario.json to start from instead of a preset (e.g. a fitted one)")
+    p.add_argument("--server", choices=("vllm", "slora"), default=None,
+                   help="plan a deployment stated with --set (model, gpu, num_adapters, adapter_rank, target_modules, "
+                        "arrival_rate_rps, prompt_tokens, output_tokens, ...) on this server's profile, not a preset")
     p.add_argument("--slo", action="append", metavar="METRIC=THRESHOLD", help="e.g. ttft_p99_ms=500 (repeatable)")
     p.add_argument("--grid", action="append", metavar="FIELD=V1,V2", help="candidate values of a field (repeatable)")
     p.add_argument("--objective", default="max_rate", choices=OBJECTIVES)
@@ -163,6 +201,9 @@ def add_commands(sub) -> None:
                    help=f"min_replicas: the most replicas a search tries (default {MAX_REPLICAS_SEARCH}, "
                         f"at most {MAX_REPLICAS})")
     p.add_argument("--price", action="append", metavar="GPU=USD_PER_HOUR", help="override a GPU price preset")
+    p.add_argument("--band", default="auto", metavar="auto|none|FRACTION",
+                   help="the error band: each answer again with the cost model slower and faster by the measured "
+                        "90th-percentile error of the profile it rests on (auto), by a given fraction, or none")
     p.add_argument("--workers", type=positive_int("--workers"), default=None)
     add_backend_args(p, "thread")
     p.add_argument("--out", help="directory for plan.csv, plan.json, plan.png")

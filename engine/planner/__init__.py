@@ -10,9 +10,14 @@ Invariants:
 
 Modules: ``slo`` (SLO metrics and the stability rule), ``search`` (bracketing searches of one
 configuration: max rate, max adapters, min replicas), ``memory`` (memory split, vLLM slot sizing),
-``prices`` (GPU US$/h presets), ``commands`` (server command lines), ``plan`` (``plan()``, the ranked table with ties).
+``prices`` (GPU US$/h presets), ``commands`` (server command lines), ``plan`` (``plan()``, the ranked table),
+``ties`` (the stated tie-break and the grid-edge notes), ``band`` (the error band: each answer again with the cost
+model slower and faster by its measured error), ``deployment`` (a deployment as its user states it, on a server
+profile: the same inputs give the same scenario whatever preset they were entered from).
 """
+from .band import band_sentence
 from .commands import Command, server_commands, sglang_command, vllm_command
+from .deployment import PROFILES, Deployment, ServerProfile
 from .memory import memory_sentence, memory_split, vllm_max_lora_rank
 from .plan import (
     MAX_CONFIGS,
@@ -30,4 +35,5 @@ from .slo import SLO_METRICS, check_slo, meets, stable
 __all__ = ["Command", "server_commands", "vllm_command", "sglang_command", "plan", "PlanResult", "plan_summary", "OBJECTIVES", "VALUE_COLUMNS", "MAX_CONFIGS", "MAX_SEARCHES",
            "MAX_REPLICAS_SEARCH", "SLO_METRICS",
            "check_slo", "meets", "stable", "GPU_PRICES_USD_PER_HOUR", "price_table", "cost_per_mtok_usd",
-           "memory_split", "memory_sentence", "vllm_max_lora_rank"]
+           "memory_split", "memory_sentence", "vllm_max_lora_rank", "Deployment", "ServerProfile", "PROFILES",
+           "band_sentence"]

@@ -28,12 +28,28 @@ from ..metrics import mean_ci
 from ..ranking import rank
 from ..scenario import ENUMS, MAX_REPLICAS, Scenario, coerce
 from ..sweep import Progress, check_backend, parallel_map
+from . import band as band_mod
 from . import search
+from .deployment import Deployment
 from .memory import memory_split, vllm_slot_budget_gb
 from .prices import cost_per_mtok_usd, price_table
 from .slo import SLO_METRICS, check_slo
+from .ties import (  # noqa: F401
+    TIE_BREAK,
+    TIE_MEANING,
+    ZERO_IS_NO_LIMIT,
+    _fmt_value,
+    _plain,
+    break_ties,
+    edge_notes,
+    tie_break_short,
+    tie_break_text,
+    tie_notes,
+)
 
 OBJECTIVES = ("max_rate", "max_adapters", "min_cost", "min_replicas")
+#: A deployment's own inputs: a grid over one of them rebuilds the deployment's scenario (``_point_scenario``).
+DEPLOYMENT_FIELDS = tuple(f for f in Deployment.__dataclass_fields__ if f != "server")
 #: Headline column of each objective in the table (its mean over replications; ``_ci_low``/``_ci_high`` beside).
 VALUE_COLUMNS = {"max_rate": "max_rate_rps", "max_adapters": "max_adapters", "min_cost": "meets_slo_frac",
                  "min_replicas": "replicas_needed"}
@@ -48,31 +64,6 @@ REPORTED = ("ttft_p50_ms", "ttft_p99_ms", "tpot_mean_ms", "throughput_req_s", "t
             "swap_rate", "gpu_busy_frac", "slo_attainment")
 #: Also reported for min_replicas (the fleet's measures, docs/model.md 12).
 FLEET_REPORTED = ("load_imbalance", "adapter_duplication")
-#: The stated tie-break: among the best configuration and those tied with it (inside its noise), the pick is the
-#: first by these keys in order, ``(table column, "min" | "max", words)``; rows equal on every key keep the
-#: table's order (the objective's mean, then the grid's order).  ``gpus`` (``_gpus``): the GPUs the answer needs
-#: for the base scenario's demand (max_rate: its arrival rate; max_adapters: its adapters; min_cost: the
-#: configuration's own; min_replicas: the replicas to deploy); ``gpus_price_usd_per_hour``: their price.
-#: ``tie_break_text`` says it in words.
-TIE_BREAK: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "max_rate": (("gpus", "min", "fewest GPUs for the base arrival rate (num_replicas x ceil(rate / max rate))"),
-                 ("gpus_price_usd_per_hour", "min", "lowest price of those GPUs (US$/h)"),
-                 ("max_rate_rps", "max", "highest sustainable rate (req/s)")),
-    "max_adapters": (("gpus", "min", "fewest GPUs for the base adapter count "
-                                     "(num_replicas x ceil(adapters / max adapters))"),
-                     ("gpus_price_usd_per_hour", "min", "lowest price of those GPUs (US$/h)"),
-                     ("max_adapters", "max", "most adapters")),
-    "min_cost": (("gpus", "min", "fewest GPUs"),
-                 ("cost_per_mtok_usd", "min", "lowest cost (US$ per million output tokens)"),
-                 ("ttft_p99_ms", "min", "lowest p99 TTFT at the base rate (ms)")),
-    "min_replicas": (("gpus", "min", "fewest GPUs (replicas to deploy)"),
-                     ("gpus_price_usd_per_hour", "min", "lowest fleet price (US$/h)"),
-                     ("replicas_needed", "min", "fewest replicas on average over the replications"),
-                     ("cost_per_mtok_usd", "min", "lowest cost (US$ per million output tokens)")),
-}
-#: Numeric fields whose 0 means "no limit": 0 is not the smallest value of their grid (edge notes skip it, as
-#: they skip negative values, which are settings such as hot_set_k -1 = auto).
-ZERO_IS_NO_LIMIT = ("max_loras", "max_cpu_loras", "kv_cache_gb", "max_in_system")
 
 
 @dataclass
@@ -89,12 +80,12 @@ class PlanResult:
     runs: pd.DataFrame = field(repr=False, default=None)  # one row per (configuration, replication)
     tie_break: str = ""                     # the stated tie-break rule of the objective (``tie_break_text``)
     notes: list[str] = field(default_factory=list)  # the ties and how the pick won; grid edges; search bounds
+    deployment: Deployment | None = None    # the plan's base as its user stated it (``plan(Deployment(...))``)
 
     def scenario(self, config: int) -> Scenario:
         """The scenario of configuration ``config`` (a table index), at its optimum where one was found."""
         row = self.table.loc[config]
-        sc = self.base.replace(**{k: _plain(row[k]) for k in self.grid})
-        sc = _with_vllm_slots(sc, self.grid)
+        sc = _point_scenario(self.base, self.deployment, {k: _plain(row[k]) for k in self.grid}, self.grid)
         if self.objective == "max_rate" and row.get("max_rate_rps", 0) > 0:
             sc = sc.replace(arrival_rate_rps=float(row["max_rate_rps"]))
         if self.objective == "max_adapters" and row.get("max_adapters", 0) > 0:
@@ -102,10 +93,6 @@ class PlanResult:
         if self.objective == "min_replicas" and row.get("replicas_needed_max", 0) > 0:
             sc = sc.replace(num_replicas=int(row["replicas_needed_max"]))  # the conservative count
         return sc
-
-
-def _plain(v):
-    return v.item() if isinstance(v, np.generic) else v
 
 
 def _check_grid(grid, objective: str) -> dict[str, list]:
@@ -143,13 +130,26 @@ def _with_vllm_slots(sc: Scenario, grid: Mapping) -> Scenario:
     return sc
 
 
-def _configs(base: Scenario, grid: dict) -> list[tuple[dict, Scenario | None, str]]:
+def _point_scenario(base: Scenario, deployment: Deployment | None, point: dict, grid: Mapping) -> Scenario:
+    """The scenario of one grid point: a deployment's own inputs (e.g. ``gpu``) rebuild it from its server's
+    profile (the GPU's PCIe link, vLLM's batch limits on that GPU, the slots' memory), the other fields apply on
+    top; without a deployment, the base with the point's values (vLLM's slots sized as it preallocates them)."""
+    if deployment is None:
+        return _with_vllm_slots(base.replace(**point), grid)
+    own = {k: v for k, v in point.items() if k in DEPLOYMENT_FIELDS}
+    rest = {k: v for k, v in point.items() if k not in own}
+    sc = deployment.replace(**own).scenario()
+    return _with_vllm_slots(sc.replace(**rest), grid) if rest else sc
+
+
+def _configs(base: Scenario, grid: dict, deployment: Deployment | None = None
+             ) -> list[tuple[dict, Scenario | None, str]]:
     keys = list(grid)
     out = []
     for combo in itertools.product(*(grid[k] for k in keys)):
         point = dict(zip(keys, combo))
         try:
-            sc = _with_vllm_slots(base.replace(**point), grid).validate()
+            sc = _point_scenario(base, deployment, point, grid).validate()
             reason = ""
         except (ValueError, TypeError) as e:
             sc, reason = None, str(e)
@@ -187,7 +187,7 @@ def plan(base: Scenario, slo: dict, grid: dict, replications: int = 3, objective
          gpu_prices_usd_per_hour: Mapping[str, float] | None = None,
          workers: int | None = None, progress: Progress = False, threads: bool = True,
          backend: str | None = None, ray_address: str | None = None,
-         max_replicas: int = MAX_REPLICAS_SEARCH) -> PlanResult:
+         max_replicas: int = MAX_REPLICAS_SEARCH, band="auto") -> PlanResult:
     """Rank configurations by the objective under the SLO (see the module docstring).
 
     ``slo``: ``{summary metric: threshold}`` (``slo.SLO_METRICS`` says which are bounds from above or
@@ -203,10 +203,14 @@ def plan(base: Scenario, slo: dict, grid: dict, replications: int = 3, objective
     before any simulation.  ``workers``/``threads``: the pool (``engine.sweep.parallel_map``; threads by
     default: no start-up cost, and the jitted loop runs outside the GIL).  ``backend``: ``"thread"``,
     ``"process"`` or ``"ray"`` (with ``ray_address`` or ``$RAY_ADDRESS``: a cluster); it overrides
-    ``threads``; the table is the same whatever the backend.
+    ``threads``; the table is the same whatever the backend.  ``band``: the error band (``band.py``): "auto"
+    (each configuration's measured error, ``engine.calibration.error_band``), a fraction, or None (off).
     """
+    deployment = base if isinstance(base, Deployment) else None
+    if deployment is not None:
+        base = deployment.scenario()
     if not isinstance(base, Scenario):
-        raise ValueError(f"base: expected engine.Scenario, got {type(base).__name__}")
+        raise ValueError(f"base: expected engine.Scenario or planner.Deployment, got {type(base).__name__}")
     base = base.validate()
     check_backend(backend, threads, ray_address)
     slo = check_slo(slo)
@@ -231,17 +235,26 @@ def plan(base: Scenario, slo: dict, grid: dict, replications: int = 3, objective
         raise ValueError(f"max_replicas: invalid value {max_replicas!r}; allowed: an integer in [1, {MAX_REPLICAS}]")
     grid = _check_grid(grid, objective)
     prices = price_table(gpu_prices_usd_per_hour)
-    configs = _configs(base, grid)
+    configs = _configs(base, grid, deployment)
     if len(configs) > MAX_CONFIGS:
         raise ValueError(f"grid: {len(configs)} configurations; allowed: at most {MAX_CONFIGS}")
     feasible = [i for i, (_, sc, _) in enumerate(configs) if sc is not None]
     if len(feasible) * replications > MAX_SEARCHES:
         raise ValueError(f"grid: {len(feasible)} configurations x {replications} replications; allowed: at most "
                          f"{MAX_SEARCHES} searches")
+    if not (band is None or band == "auto" or (isinstance(band, (int, float)) and not isinstance(band, bool)
+                                                and 0 <= band <= 5)):
+        raise ValueError(f"band: invalid value {band!r}; allowed: 'auto', None or a fraction in [0, 5]")
     seeds = [base.seed + k for k in range(replications)]
-    tasks = [(configs[i][1], seeds, slo, objective, float(rel_tol), probe_requests, max_replicas) for i in feasible]
-    per_config = parallel_map(_config_task, tasks, workers=workers, progress=progress, desc="plan",
-                              threads=threads, backend=backend, ray_address=ray_address) if tasks else []
+
+    def args(sc):
+        return sc, seeds, slo, objective, float(rel_tol), probe_requests, max_replicas
+
+    def pmap(tasks):
+        return parallel_map(_config_task, tasks, workers=workers, progress=progress, desc="plan", threads=threads,
+                            backend=backend, ray_address=ray_address)
+    per_config = pmap([args(configs[i][1]) for i in feasible]) if feasible else []
+    bands, bounds = band_mod.run(configs, feasible, _config_task, args, band, pmap)
     owner = [(i, k) for i in feasible for k in range(replications)]
     results = [r for rs in per_config for r in rs]
     runs = pd.DataFrame([{"config": i, "replication": k, "value": r["value"], "probes": r["probes"],
@@ -249,12 +262,16 @@ def plan(base: Scenario, slo: dict, grid: dict, replications: int = 3, objective
                           **{m: (r["summary"] or {}).get(m, math.nan) for m in (*slo, *_reported(objective))}}
                          for (i, k), r in zip(owner, results)])
     table = _table(base, slo, grid, configs, runs, objective, prices, replications, max_replicas)
+    if bands:
+        table = band_mod.add_columns(table, objective, bands, bounds, lambda c, v: v if objective == "min_replicas"
+                                     else _gpus(objective, configs[c][1], v, configs[c][1].num_replicas))
     best = table.iloc[0].to_dict() if len(table) and bool(table.iloc[0]["recommended"]) else None
-    res = PlanResult(table=table, best=best, objective=objective, slo=slo, grid=grid, base=base,
+    res = PlanResult(table=table, best=best, objective=objective, slo=slo, grid=grid, base=base, deployment=deployment,
                      replications=replications, runs=runs, tie_break=tie_break_text(objective))
     if best is not None:
         tied = table[table["recommended"].astype(bool) | table["tie_with_best"].astype(bool)]
-        res.notes = [*tie_notes(table, objective, grid),
+        res.notes = [*([band_mod.band_note(best, objective)] if bands else []),
+                     *tie_notes(table, objective, grid),
                      *edge_notes(best, grid, _edge_check(res), {f: list(tied[f]) for f in grid}),
                      *_bound_notes(res)]
     return res
@@ -387,171 +404,6 @@ def _rank(table: pd.DataFrame, runs: pd.DataFrame, objective: str, vname: str, r
     return break_ties(table, objective).set_index("config", drop=False)
 
 
-#: What a tie is, per objective (``_rank``).
-TIE_MEANING = {
-    "max_rate": "the 95 % CI of its paired per-replication difference to the best includes 0",
-    "max_adapters": "the 95 % CI of its paired per-replication difference to the best includes 0",
-    "min_cost": "the same GPU price and a cost per million output tokens within 2 % of the best",
-    "min_replicas": "the 95 % CI of its paired per-replication difference in replicas to the best includes 0",
-}
-
-
-def tie_break_text(objective: str) -> str:
-    """The stated tie-break of ``objective`` in words (from ``TIE_BREAK``, the rule the code applies)."""
-    keys = ", then the ".join(words for _, _, words in TIE_BREAK[objective])
-    return (f"Tie-break ({objective}): among the best configuration and those tied with it ({TIE_MEANING[objective]}), "
-            f"the pick has the {keys}; rows equal on all of these keep the table's order.")
-
-
-def _key_value(row, col: str, how: str) -> float:
-    """Sort key of one tie-break column: smaller is better; missing or non-finite values last."""
-    try:
-        v = float(row.get(col, math.nan))
-    except (TypeError, ValueError):
-        v = math.nan
-    if not math.isfinite(v):
-        return math.inf
-    return v if how == "min" else -v
-
-
-def _fmt_value(v) -> str:
-    if isinstance(v, (bool, np.bool_)):
-        return str(bool(v))
-    if isinstance(v, (int, np.integer)):
-        return str(int(v))
-    if isinstance(v, (float, np.floating)):
-        return f"{float(v):.4g}" if math.isfinite(v) else "n/a"
-    return str(v)
-
-
-def _short(words: str) -> str:
-    """A tie-break key's words without their parenthesis."""
-    return words.split(" (")[0]
-
-
-def tie_break_short(objective: str) -> str:
-    """The rule's keys in short words, e.g. "fewest GPUs for the base arrival rate, then the lowest price ..."."""
-    return ", then the ".join(_short(words) for _, _, words in TIE_BREAK[objective])
-
-
-def _decider(row, other, keys, lost: bool = False) -> str:
-    """Why ``row`` ranks after (``lost``) or before ``other`` by the tie-break ``keys``."""
-    same = []
-    for col, how, words in keys:
-        x, y = _key_value(row, col, how), _key_value(other, col, how)
-        if x != y:
-            prefix = f"equal on {', '.join(same)}; " if same else ""
-            return (f"{prefix}{'lost on' if lost else 'won on'} {_short(words)}: {_fmt_value(row.get(col))} vs "
-                    f"{_fmt_value(other.get(col))}")
-        same.append(_short(words))
-    return (f"equal on {', '.join(same)}; " + ("after it in the table's order" if lost else
-                                                "first in the table's order"))
-
-
-def break_ties(table: pd.DataFrame, objective: str) -> pd.DataFrame:
-    """Apply the stated tie-break (``TIE_BREAK[objective]``) to a ranked table.
-
-    ``table``: rows best first by the objective (row 0 ``recommended``), ``tie_with_best`` on the rows tied with
-    row 0.  Returns a new table (positional index): the pick first, then the other tied rows in the rule's order,
-    then every other row in its order; ``recommended`` on the pick only; ``tie_with_best`` on the other tied rows
-    (row 0 among them when another row is picked); ``tie_break``: why the pick won (against the runner-up of the
-    rule) and what each other tied row lost on, empty elsewhere.  ``diff_to_best_ci_*`` stay the paired
-    differences to the best by the objective's mean (the reference of the ties).
-    """
-    t = table.reset_index(drop=True).copy()
-    if "tie_break" not in t.columns:
-        t["tie_break"] = ""
-    if not len(t) or not bool(t.loc[0, "recommended"]):
-        return t
-    keys = TIE_BREAK[objective]
-    group = [0] + [j for j in range(1, len(t)) if bool(t.loc[j, "tie_with_best"])]
-    ordered = sorted(group, key=lambda j: (tuple(_key_value(t.loc[j], c, how) for c, how, _ in keys), j))
-    pick = ordered[0]
-    why = {j: "tied with the pick; " + _decider(t.loc[j], t.loc[pick], keys, lost=True) for j in ordered[1:]}
-    if len(group) > 1:
-        why[pick] = f"picked among {len(group)} tied: " + _decider(t.loc[pick], t.loc[ordered[1]], keys)
-    in_group = set(group)
-    order = ordered + [j for j in range(len(t)) if j not in in_group]
-    out = t.iloc[order].reset_index(drop=True)
-    out["recommended"] = [i == 0 for i in range(len(out))]
-    out["tie_with_best"] = [0 < i < len(group) for i in range(len(out))]
-    out["tie_break"] = [why.get(j, "") for j in order]
-    return out
-
-
-def _label(row, fields) -> str:
-    return ", ".join(f"{f}={_fmt_value(row[f])}" for f in fields) or f"configuration {int(row['config'])}"
-
-
-def tie_notes(table: pd.DataFrame, objective: str, grid: Mapping) -> list[str]:
-    """One note when the pick was tied: which rows, and why the pick won (``break_ties``)."""
-    tied = table[table["recommended"].astype(bool) | table["tie_with_best"].astype(bool)]
-    if len(tied) < 2:
-        return []
-    fields = [f for f in grid if tied[f].astype(str).nunique() > 1] or list(grid)
-    pick = tied[tied["recommended"].astype(bool)].iloc[0]
-    rows = "; ".join(_label(r, fields) for _, r in tied.iterrows())
-    rule = tie_break_short(objective)
-    why = str(pick["tie_break"]).split(": ", 1)[-1]
-    return [f"{len(tied)} configurations are tied inside the noise of the best ({rows}). The tie-break (the "
-            f"{rule}) picks {_label(pick, fields)}: {why}."]
-
-
-def _numeric(v) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-
-
-def _beyond(vals: list, upward: bool, integer: bool):
-    """The next candidate past the largest (``upward``) or smallest of ``vals`` (sorted, at least two): the same
-    ratio as the last two when they differ by at least 1.5x, else the same step; None if none (not positive)."""
-    a, b = (vals[-1], vals[-2]) if upward else (vals[0], vals[1])
-    if a > 0 and b > 0 and max(a, b) / min(a, b) >= 1.5:
-        nxt = a * a / b
-    else:
-        nxt = a + (a - b)
-    if integer:
-        nxt = int(round(nxt))
-        if nxt == a:
-            nxt = a + (1 if upward else -1)
-    else:
-        nxt = float(f"{nxt:.3g}")
-    return nxt if nxt > 0 and nxt != a else None
-
-
-def edge_notes(best: Mapping, grid: Mapping, check=None, tied: Mapping | None = None) -> list[str]:
-    """A note per numeric grid field with at least two values whose pick is the largest or the smallest of them
-    ("64 is the largest max_loras you gave: try 128.").  For ``ZERO_IS_NO_LIMIT`` fields 0 (no limit) is left
-    out of the order.  ``check(field, value)``: why a suggested value would not be a valid configuration ("" if
-    it is); then the note names the reason instead of suggesting it.  ``tied``: field -> the values of the rows
-    tied with the pick (itself included); when they are every value of the field, the note says so."""
-    out = []
-    for f, vals in grid.items():
-        if not vals or not all(_numeric(v) for v in vals):
-            continue
-        nums = sorted(float(v) if isinstance(v, (float, np.floating)) else int(v) for v in vals
-                      if v >= 0 and not (f in ZERO_IS_NO_LIMIT and v == 0))
-        v = best.get(f)
-        if len(set(nums)) < 2 or not _numeric(v) or v < 0 or (f in ZERO_IS_NO_LIMIT and v == 0):
-            continue
-        integer = all(isinstance(x, (int, np.integer)) for x in vals)
-        for upward, word in ((True, "largest"), (False, "smallest")):
-            if v != (nums[-1] if upward else nums[0]):
-                continue
-            nxt = _beyond(nums, upward, integer)
-            head = f"{_fmt_value(v)} is the {word} {f} you gave"
-            why = check(f, nxt) if (nxt is not None and check is not None) else ""
-            if nxt is None:
-                note = f"{head} (the pick uses it; nothing {'above' if upward else 'below'} it to try)"
-            elif why:
-                note = f"{head}; {_fmt_value(nxt)} would not be a valid configuration ({why})"
-            else:
-                note = f"{head}: try {_fmt_value(nxt)}"
-            if tied is not None and set(nums) <= {_plain(x) for x in tied.get(f, ())}:
-                note += f" (every {f} you gave is tied with the pick, so it makes little difference here)"
-            out.append(note + ".")
-    return out
-
-
 def _edge_check(res: PlanResult):
     """``edge_notes``'s check: would the pick with ``field = value`` validate?"""
     sc = res.scenario(int(res.best["config"]))
@@ -571,7 +423,7 @@ def _bound_notes(res: PlanResult) -> list[str]:
     if res.objective not in ("max_rate", "max_adapters") or not bool(b.get("capped")):
         return []
     vname = _value_name(res.objective)
-    sc = res.base.replace(**{k: _plain(b[k]) for k in res.grid})
+    sc = _point_scenario(res.base, res.deployment, {k: _plain(b[k]) for k in res.grid}, res.grid)
     return [f"The pick's {vname} ({_fmt_value(b[vname])}) is a lower bound: a search still met the SLO at its "
             f"upper end ({search.upper_bound_text(sc, SEARCHED[res.objective])})."]
 
