@@ -27,9 +27,9 @@ from engine.cli.plan import command_doc
 from engine.planner import commands
 from engine.planner.commands import assumption_lines, server_commands, sglang_command, vllm_command
 from engine.policies import STRATEGIES
+from tests.test_planner_commands import _parser as _fixture_parser
 
 FLAGS = json.loads((Path(__file__).parent / "fixtures" / "server_flags.json").read_text())
-TYPES = {"int": int, "float": float, "str": str}
 VLLM_RANKS = FLAGS["vllm"]["flags"]["--max-lora-rank"]["choices"]
 PAGE = 16  # both servers' KV page on CUDA (tokens)
 LENGTH = {"vllm": "max_model_len", "sglang": "context_length"}
@@ -61,20 +61,7 @@ ALL = [(name, ()) for name in CASES] + [d for d in DECIDED if d[1]]
 
 # ---------------------------------------------------------------- parsing the printed command
 def _parser(server) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=server, add_help=False, allow_abbrev=False)
-    for name, f in FLAGS[server]["flags"].items():
-        kw = {"default": f.get("default")}
-        if f.get("action") == "boolean_optional":
-            kw["action"] = argparse.BooleanOptionalAction
-        elif f.get("action") == "store_true":
-            kw["action"] = "store_true"
-        else:
-            kw["type"] = TYPES[f["type"]]
-            for k in ("choices", "nargs"):
-                if k in f:
-                    kw[k] = f[k]
-        p.add_argument(name, **kw)
-    return p
+    return _fixture_parser(server, required=False)
 
 
 def _context(sc):

@@ -36,7 +36,9 @@ def _cmd(server, sc):
     return (vllm_command if server == "vllm" else sglang_command)(sc)
 
 
-def _parser(server) -> argparse.ArgumentParser:
+def _parser(server, required: bool = True) -> argparse.ArgumentParser:
+    """The server's argument parser as the flag fixture records it (``required``: keep required flags required;
+    the round trip parses printed commands whose required flags may be defaults)."""
     p = argparse.ArgumentParser(prog=server, add_help=False, allow_abbrev=False)
     for name, f in FLAGS[server]["flags"].items():
         kw = {"default": f.get("default")}
@@ -46,7 +48,7 @@ def _parser(server) -> argparse.ArgumentParser:
             kw["action"] = "store_true"
         else:
             kw["type"] = TYPES[f["type"]]
-            for k in ("choices", "nargs", "required"):
+            for k in ("choices", "nargs", "required") if required else ("choices", "nargs"):
                 if k in f:
                     kw[k] = f[k]
         p.add_argument(name, **kw)
