@@ -40,7 +40,7 @@ from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ct
 from engine import ENGINE_VERSION, Scenario, read_trace, shipped_trace, simulate, simulate_summary
 
 from . import charts, exports
-from .controls import cap_scenario
+from .controls import MAX_REQUESTS_PER_RUN, cap_scenario
 
 #: Largest trace upload, in MB (matches server.maxUploadSize in .streamlit/config.toml).
 MAX_UPLOAD_MB = 20
@@ -62,6 +62,12 @@ def _full(scenario_json: str, engine_version: str, trace_digest: str | None = No
           _trace: bytes | None = None) -> dict:
     sc = Scenario.from_json(scenario_json)
     wl = read_trace(io.BytesIO(_trace), sc) if _trace is not None else None
+    if wl is not None:  # the hosted app's work cap, as for a generated workload (controls.cap_scenario)
+        n = int((wl.arrival_s < sc.duration_s).sum())
+        if n > MAX_REQUESTS_PER_RUN:
+            raise ValueError(f"trace: {n:,} requests arrive within duration_s ({sc.duration_s:g} s); allowed: at "
+                             f"most {MAX_REQUESTS_PER_RUN:,} per strategy on the dashboard (a shorter duration, or "
+                             "python -m engine run --trace, which takes up to 1,000,000 rows)")
     r = simulate(sc, trace=wl)
     window = (sc.warmup_s, sc.duration_s)
     return {"requests": r.requests, "timeseries": r.timeseries, "summary": r.summary, "replicas": r.replicas,

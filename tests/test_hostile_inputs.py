@@ -87,3 +87,13 @@ def test_the_config_upload_refuses_deep_json():
 def test_duplicate_keys_are_refused_before_any_work(capsys, tmp_path, argv):
     err = _one_line_exit_2(capsys, [a.format(tmp=tmp_path) for a in argv])
     assert "given twice" in err
+
+
+@pytest.mark.parametrize("cmd", [["sweep", "--preset", "default", "--grid", "zipf_s=1", "--out", "{tmp}/s"],
+                                 ["plan", "--preset", "default", "--slo", "ttft_p99_ms=500"],
+                                 ["reproduce", "seed1", "--quick", "--out", "{tmp}/r"]])
+def test_workers_are_capped_by_the_cores(capsys, tmp_path, monkeypatch, cmd):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    from engine.backends import cpu_count
+    err = _one_line_exit_2(capsys, [c.format(tmp=tmp_path) for c in cmd] + ["--workers", str(cpu_count() + 1)])
+    assert f"--workers: invalid value {cpu_count() + 1}; allowed: 1 to {cpu_count()}" in err

@@ -289,3 +289,15 @@ def test_cli_runs_an_azure_format_trace(tmp_path):
     p = subprocess.run([sys.executable, "-m", "engine", "run", "--scenario", str(scen), "--trace", str(bad)],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 2 and "trace: row 3: num_decode_tokens='-2'" in p.stderr
+
+
+def test_the_dashboard_caps_an_uploaded_trace_like_a_generated_workload(monkeypatch):
+    """A trace whose window holds more requests than the hosted app's cap per strategy is refused before it is
+    simulated (a 1M-row upload used to be simulated on every rerun); the CLI still takes it."""
+    from app import controls, runner
+    monkeypatch.setattr(runner, "MAX_REQUESTS_PER_RUN", 10)  # the file has 63 requests in its first 60 s
+    sc = Scenario.from_preset("azure-code-2023", duration_s=60.0, warmup_s=5.0, strategy="naive").replace(trace="")
+    record = runner.trace_record("big.csv", _raw("azure-code-2023").read_bytes())
+    with pytest.raises(ValueError, match=r"^trace: 63 requests arrive within duration_s \(60 s\); allowed: at most 10 "):
+        runner._full.__wrapped__(sc.to_json(), "test", record["digest"], record["data"])
+    assert controls.MAX_REQUESTS_PER_RUN == 200_000

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 
 from ..limits import short_repr
@@ -64,6 +65,13 @@ def backend_args(a) -> dict:
         if backend not in (None, "ray"):
             raise ValueError(f"--ray-address: given with --backend {backend}; allowed: only with --backend ray")
         backend = "ray"
+    workers = getattr(a, "workers", None)
+    if workers is not None and address is None and os.environ.get("RAY_ADDRESS") is None:
+        from ..backends import cpu_count
+        if workers > cpu_count():
+            raise ValueError(f"--workers: invalid value {workers}; allowed: 1 to {cpu_count()} (this machine's cores; "
+                             "more workers than cores only slow each other down; a Ray cluster's size is set with "
+                             "--ray-address)")
     return {"backend": backend, "ray_address": address}
 
 
