@@ -42,6 +42,8 @@ from .sim import simulate_summary
 
 #: Upper bound on the runs one sweep may launch (protects the machine and the hosted app).
 MAX_RUNS = 100_000
+#: Expected simulated requests one sweep may ask for, all runs together (about 2-4 minutes on two cores).
+MAX_SWEEP_REQUESTS = 500_000_000
 #: Columns of a sweep table that describe the run rather than measure it.
 ID_COLUMNS = ("strategy", "replication", "seed")
 
@@ -257,6 +259,10 @@ def run_sweeps(specs: Sequence[tuple[Scenario, dict, Sequence[str]]], replicatio
     if total > MAX_RUNS:
         raise ValueError(f"sweep: {total} runs (points x strategies x {replications} replications); "
                          f"allowed: at most {MAX_RUNS}")
+    work = replications * sum(sc.expected_requests() for _, _, p in built for _, _, sc in p)
+    if work > MAX_SWEEP_REQUESTS:
+        raise ValueError(f"sweep: about {work:,.0f} simulated requests (every run's expected requests x "
+                         f"{replications} replications); allowed: at most {MAX_SWEEP_REQUESTS:,} per sweep")
     tasks, meta, owner = [], [], []
     for j, (base, _grid, points) in enumerate(built):
         for point, s, sc in points:

@@ -97,3 +97,13 @@ def test_workers_are_capped_by_the_cores(capsys, tmp_path, monkeypatch, cmd):
     from engine.backends import cpu_count
     err = _one_line_exit_2(capsys, [c.format(tmp=tmp_path) for c in cmd] + ["--workers", str(cpu_count() + 1)])
     assert f"--workers: invalid value {cpu_count() + 1}; allowed: 1 to {cpu_count()}" in err
+
+
+def test_a_sweep_is_bounded_in_simulated_requests_before_it_starts(monkeypatch):
+    from engine import Scenario
+    from engine import sweep as sw
+    base = Scenario.from_preset("default")  # 16 req/s x 660 s = 10,560 expected requests a run
+    monkeypatch.setattr(sw, "MAX_SWEEP_REQUESTS", 100_000)
+    grid = {"zipf_s": [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0]}
+    with pytest.raises(ValueError, match=r"^sweep: about 105,600 simulated requests .*; allowed: at most 100,000"):
+        sw.run_sweeps([(base, grid, ["naive"])], replications=1)
