@@ -28,6 +28,9 @@ FIX = ROOT / "tests" / "fixtures" / "tools"
 BASE = Scenario.from_preset("a100-light", num_adapters=8, hot_set_k=-1, seed=3)
 TRUE = {"compute_eff": 0.45, "step_overhead_ms": 5.0}
 PARAMS = ("compute_eff", "step_overhead_ms")
+#: What the user states of the server a file cannot say: a vllm bench serve file is fitted as vLLM, whose own
+#: default is one adapter slot; these runs' server had a slot per adapter.
+STATED = {"vllm-bench-serve": {"max_loras": 8}}
 
 
 def _fix(name):
@@ -215,7 +218,7 @@ def _write(tmp_path, tool, rates, n=160, detailed=False, **kw):
     paths = []
     for rate in rates:
         spec = _spec(tool, rate, n, **kw)
-        server, _ = C.server_scenario(BASE, [spec])
+        server, _ = C.server_scenario(BASE, [spec], **STATED.get(tool, {}))
         res = C.simulate_run(spec, server.replace(**TRUE))
         if tool == "vllm-bench-serve":
             doc = C.to_vllm_bench_json(res, spec, detailed=detailed, percentiles=(50, 90, 99))
@@ -235,7 +238,7 @@ def test_round_trip_recovers_known_parameters(tmp_path, tool, detailed):
     paths = _write(tmp_path, tool, (4.0, 12.0), detailed=detailed)
     runs = C.read_tool_files(paths)
     assert [r.tool for r in runs] == [tool, tool] and all(r.detailed == (detailed or tool == "guidellm") for r in runs)
-    server, _ = C.server_scenario(BASE, runs)
+    server, _ = C.server_scenario(BASE, runs, **STATED.get(tool, {}))
     tf = C.fit_tool_runs(runs, server, params=PARAMS, max_nfev=40)
     for p, v in TRUE.items():
         assert abs(tf.result.values[p] / v - 1) < 0.05, (p, tf.result.values)
@@ -321,7 +324,8 @@ def test_sweep_directory_with_held_out_highest_rate(tmp_path):
     _write(d, "vllm-bench-serve", (4.0, 8.0, 12.0), n=120)
     out = tmp_path / "fitted.json"
     res = _cli("calibrate", "--data", str(d), "--preset", "default", "--set", "num_adapters=8", "--set",
-               "hot_set_k=-1", "--set", "seed=3", "--params", ",".join(PARAMS), "--hold-out", "highest-rate",
+               "hot_set_k=-1", "--set", "seed=3", "--max-loras", "8", "--params", ",".join(PARAMS),
+               "--hold-out", "highest-rate",
                "--out", str(out), "--max-nfev", "30")
     assert res.returncode == 0, res.stderr
     assert "fitted on 2 run(s), 1 held out" in res.stdout
@@ -428,3 +432,25 @@ def test_cli_bad_hold_out_and_mixed_data(tmp_path):
     csv.write_text("request_throughput,mean_ttft_ms\n4,30\n")
     r = _cli("calibrate", "--data", str(a), str(csv), "--out", str(tmp_path / "o.json"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "not a tool result file" in r.stderr
+
+
+def test_a_vllm_file_is_fitted_as_vllm_from_any_base():
+    """Issue 24 item 8: a vllm bench serve file measures a vLLM server: from a base that is not vLLM (the
+    dashboard's default sidebar) the fit runs strategy vllm with vLLM's batch limits and the chosen GPU's PCIe,
+    starting from the vLLM fit; a vLLM base keeps its own settings."""
+    from engine.presets.servers import VLLM_FITTED_PRESET, vllm_batch_defaults
+    runs = C.read_tool_files([FIX / "vllm_bench_serve_basic.json"])
+    base = Scenario.from_preset("default")
+    sc, notes = C.server_scenario(base, runs, gpu="h100-80gb")
+    assert sc.strategy == "vllm" and sc.kv_reservation == "on_demand" and sc.max_loras == 1
+    assert (sc.max_batch_size, sc.max_batched_tokens) == vllm_batch_defaults("h100-80gb")[:2]
+    assert sc.pcie_gbps == presets.GPUS["h100-80gb"].pcie_gbps and sc.gpu == "h100-80gb"
+    assert sc.compute_eff == Scenario.from_preset(VLLM_FITTED_PRESET).compute_eff
+    assert any(n.startswith("fitted as vLLM") and "--max-loras 1, vLLM's default" in n for n in notes)
+    sc16, _ = C.server_scenario(base, runs, max_loras=16, max_lora_rank=16)
+    assert sc16.max_loras == 16 and sc16.vram_budget_gb == pytest.approx(16 * C.vllm_slot_bytes(16, sc16.model)
+                                                                          / presets.GIB + 1e-3, abs=1e-4)
+    vbase = Scenario.from_preset(VLLM_FITTED_PRESET)
+    kept, notes = C.server_scenario(vbase, runs)
+    assert kept.max_batch_size == vbase.max_batch_size and kept.pcie_gbps == vbase.pcie_gbps
+    assert not any(n.startswith("fitted as vLLM") for n in notes)

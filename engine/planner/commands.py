@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from .. import presets
 from ..calibration import VLLM_MAX_MODEL_LEN, vllm_slot_bytes
 from ..policies import STRATEGIES
+from ..presets.servers import VLLM_BATCH_DEFAULTS, vllm_batch_defaults  # noqa: F401 (re-exported)
 from ..scenario import Scenario
 from .memory import VLLM_MAX_LORA_RANKS, vllm_max_lora_rank
 
@@ -90,19 +91,6 @@ DECIDABLE = frozenset({"max_batch_size", "max_batched_tokens", "chunked_prefill"
 #: module docstring records); a length that fits is rounded down to whole pages.
 SERVER_PAGE_TOKENS = 16
 
-#: vLLM's API-server (``vllm serve``) batch defaults per GPU: (the GPU, memory at least GiB, A100s excluded,
-#: max_num_seqs, max_num_batched_tokens); the first row that matches applies.  Source: the notes on
-#: --max-num-seqs ("api server: 256, or 1024 on >= 70 GiB non-A100 GPUs") and --max-num-batched-tokens
-#: ("api server: 2048, 8192 on >= 70 GiB non-A100, 16384 on >= 160 GiB") in tests/fixtures/server_flags.json,
-#: read from vllm 0.33.0 vllm/engine/arg_utils.py (the per-usage-context defaults; the offline ``LLM`` class
-#: has its own, larger ones: not used, ``vllm serve`` is the API server).  The GPU's memory is its preset's
-#: ``memory_gib`` (vLLM reads the device's total memory: an "80 GB" GPU reports about 79 GiB, still >= 70);
-#: an A100 is a GPU whose preset name or label says "A100" (vLLM tests the device name).
-VLLM_BATCH_DEFAULTS: tuple[tuple[str, float, bool, int, int], ...] = (
-    ("GPUs of 160 GiB or more, not A100s", 160.0, True, 1024, 16384),
-    ("GPUs of 70 GiB or more, not A100s", 70.0, True, 1024, 8192),
-    ("GPUs under 70 GiB, and A100s", 0.0, False, 256, 2048),
-)
 
 #: Server defaults of the settings this module prints or assumes, by argparse dest: (default, source).
 #: None: computed by the server when it starts (``server_defaults`` fills the per-GPU and per-model ones).
@@ -273,17 +261,6 @@ def _host_cache(sc: Scenario, slots: int) -> tuple[int, str]:
         return max(sc.max_cpu_loras, slots), "max_cpu_loras" + (" (raised to the GPU slots)"
                                                                  if sc.max_cpu_loras < slots else "")
     return max(sc.num_adapters, slots), "rule: host_cache_all (max_cpu_loras 0 = no limit)"
-
-
-def vllm_batch_defaults(gpu) -> tuple[int, int, str]:
-    """vLLM's API-server ``(max_num_seqs, max_num_batched_tokens, the row's GPU rule)`` on ``gpu`` (a preset
-    name or an ``engine.presets.GPU``): ``VLLM_BATCH_DEFAULTS``."""
-    g = presets.get_gpu(gpu) if isinstance(gpu, str) else gpu
-    a100 = "a100" in g.name.lower() or "a100" in g.label.lower()
-    for rule, gib, no_a100, seqs, tokens in VLLM_BATCH_DEFAULTS:
-        if g.memory_gib >= gib and not (no_a100 and a100):
-            return seqs, tokens, rule
-    raise AssertionError("VLLM_BATCH_DEFAULTS has no catch-all row")  # pragma: no cover
 
 
 def model_context(sc: Scenario) -> tuple[int | None, str]:

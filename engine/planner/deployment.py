@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from .. import presets
 from ..presets.scenarios import SCENARIOS, SEED3_DISK_TO_CPU_MS
+from ..presets.servers import VLLM_CONFIG, vllm_batch_defaults
 from ..scenario import Scenario
-from .commands import vllm_batch_defaults
 from .memory import vllm_slot_budget_gb
 
 #: The cost fields a profile sets (the fitted ones; ``max_in_system``, a property of the benchmark's client in
@@ -55,9 +55,8 @@ class ServerProfile:
 
 PROFILES: dict[str, ServerProfile] = {
     "vllm": ServerProfile(
-        "vllm", "vLLM ~0.8.5 (V1 engine)", "vllm-llama31-8b", "vllm",
-        config=dict(gpu_mem_util=0.9, kv_reservation="on_demand", chunked_prefill="auto", load_mode="sync",
-                    memory_mode="static", load_latency_ms=6.0, lora_rank_padding="auto"),
+        "vllm", "vLLM ~0.8.5 (V1 engine)", "vllm-llama31-8b", VLLM_CONFIG["strategy"],
+        config={k: v for k, v in VLLM_CONFIG.items() if k != "strategy"},  # presets/servers.py: one definition
         source="fitted to 30 of 163 real vLLM runs (Llama-3.1-8B, an H100 64 GB, unverified; engine/data/reference/"
                "vllm_llama31_8b_multilora_runs.csv), checked on 101 held out (docs/validation.md); batch limits: "
                "vLLM's API-server defaults per GPU (planner.commands.VLLM_BATCH_DEFAULTS); gpu_memory_utilization "

@@ -27,6 +27,7 @@ import re
 import numpy as np
 
 from ... import presets
+from ...presets.servers import VLLM_FITTED_PRESET, vllm_server_fields
 from ...scenario import MAX_REQUESTS, Scenario
 from ...sim import simulate
 from ...workload import Workload, draw_adapters
@@ -53,6 +54,12 @@ def match_model(model_id: str) -> str | None:
         if repo in want or repo.split("/")[-1] in want:
             return name
     return None
+
+
+#: The tools whose files measure a vLLM server (``vllm bench serve`` and its predecessor's layout).
+VLLM_TOOLS = ("vllm-bench-serve",)
+#: The ranks vLLM's --max-lora-rank accepts (tests/fixtures/server_flags.json).
+VLLM_MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 def server_scenario(base: Scenario, runs: list[ToolRun], gpu=None, model=None, max_loras=None, max_cpu_loras=None,
@@ -89,6 +96,23 @@ def server_scenario(base: Scenario, runs: list[ToolRun], gpu=None, model=None, m
             kw["vram_budget_gb"] = round(b + 1e-3, 4)
             notes.append(f"adapter budget {kw['vram_budget_gb']} GiB = {slots} slots x vLLM's slot at rank "
                          f"{max_lora_rank}")
+    vllm_file = bool(runs) and all(r.tool in VLLM_TOOLS for r in runs)
+    if vllm_file and base.strategy != "vllm":  # fit the file as the server it measured, not the base's policy
+        gpu_name = kw.get("gpu", base.gpu)
+        server = {k: v for k, v in vllm_server_fields(gpu_name).items() if k not in kw}
+        slots = kw.get("max_loras", base.max_loras) or 1  # vLLM's own default --max-loras is 1
+        server["max_loras"] = slots
+        if "vram_budget_gb" not in kw:
+            rank = kw.get("adapter_rank", base.adapter_rank)
+            vrank = next((r for r in VLLM_MAX_LORA_RANKS if r >= rank), VLLM_MAX_LORA_RANKS[-1])
+            server["vram_budget_gb"] = round(slots * vllm_slot_bytes(vrank, kw.get("model", base.model))
+                                             / presets.GIB + 1e-3, 4)
+        kw = {**server, **kw}
+        notes.append(f"fitted as vLLM (the server a {runs[0].tool} file measures): strategy vllm, vLLM's batch "
+                     f"limits on {gpu_name} ({server.get('max_batch_size', '-')} sequences, "
+                     f"{server.get('max_batched_tokens', '-')} tokens), PCIe {server.get('pcie_gbps', '-')} GB/s "
+                     f"of that GPU, start values from the vLLM fit ({VLLM_FITTED_PRESET})"
+                     + ("" if base.max_loras else "; --max-loras 1, vLLM's default (state yours with --max-loras)"))
     if popularity is None and any(r.tool == "vllm-bench-serve" for r in runs):
         popularity = "uniform"
         notes.append("adapter popularity uniform (vllm bench serve picks --lora-modules uniformly)")
