@@ -30,6 +30,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--band", default="auto", help="the error band: auto (each answer searched twice more), none")
     args = ap.parse_args()
 
     from engine import Scenario, planner, simulate
@@ -40,11 +41,12 @@ def main() -> int:
     walls, probes = [], 0
     for _ in range(args.runs):
         t0 = time.perf_counter()
-        res = planner.plan(base, SLO, GRID, replications=3, workers=args.workers)
+        res = planner.plan(base, SLO, GRID, replications=3, workers=args.workers,
+                           band=None if args.band == "none" else args.band)
         walls.append(time.perf_counter() - t0)
         probes = int(res.table["probes"].sum())
     med = statistics.median(walls)
-    print(f"default plan (24 configurations x 3 replications, {probes} simulated probes): "
+    print(f"default plan (24 configurations x 3 replications, band {args.band}, {probes} simulated probes): "
           f"median {med:.2f} s over {len(walls)} runs ({', '.join(f'{w:.2f}' for w in walls)}); "
           f"target <= {TARGET_S:.0f} s -> {'PASS' if med <= TARGET_S else 'MISS'}; "
           f"load average {os.getloadavg()[0]:.2f}; {planner.plan_summary(res)}")

@@ -163,8 +163,8 @@ def _config_task(args) -> list[dict]:
     Replication 0 brackets from the base value; the others start at replication 0's answer with a
     small step (their crossings differ by noise only), which halves their probes.
     """
-    sc, seeds, slo, objective, rel_tol, probe_requests, max_replicas = args
-    out, start = [], None
+    sc, seeds, slo, objective, rel_tol, probe_requests, max_replicas, *hint = args
+    out, start = [], (hint[0] if hint else None)  # a start near the answer (the error band's searches)
     for seed in seeds:
         s = sc.replace(seed=seed)
         if objective == "max_rate":
@@ -254,7 +254,11 @@ def plan(base: Scenario, slo: dict, grid: dict, replications: int = 3, objective
         return parallel_map(_config_task, tasks, workers=workers, progress=progress, desc="plan", threads=threads,
                             backend=backend, ray_address=ray_address)
     per_config = pmap([args(configs[i][1]) for i in feasible]) if feasible else []
-    bands, bounds = band_mod.run(configs, feasible, _config_task, args, band, pmap)
+
+    def band_args(sc, start=None):  # a bound: on the first seed only (the nominal answer carries the noise's CI)
+        return sc, seeds[:1], slo, objective, float(rel_tol), probe_requests, max_replicas, start
+    nominal = {i: rs[0]["value"] for i, rs in zip(feasible, per_config)}
+    bands, bounds = band_mod.run(configs, feasible, _config_task, band_args, band, pmap, nominal)
     owner = [(i, k) for i in feasible for k in range(replications)]
     results = [r for rs in per_config for r in rs]
     runs = pd.DataFrame([{"config": i, "replication": k, "value": r["value"], "probes": r["probes"],
