@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-#: Every float field's physically meaningful range: name -> (low, low excluded, high, why). ``validate``
+#: Every float field's physically meaningful range: name -> (low, low excluded, high, why). ``Scenario.check_fields``
 #: refuses a value outside (and any non-number, NaN or infinity) on every construction path. Latencies
-#: and times are bounded by an hour, bandwidths by 1 TB/s, memory by 4 TiB; efficiencies and the memory
+#: and times are bounded by an hour, disk bandwidth by 1 TB/s and PCIe by 1e6 GB/s (the KV study's "free loads"
+#: ablation), memory by 4 TiB; efficiencies and the memory
 #: share are fractions; the inter-arrival CV by what the Gamma generator draws in a bounded number of
 #: chunks (S-LoRA's sweep went to 8).
 FLOAT_RANGES: dict[str, tuple[float, bool, float, str]] = {

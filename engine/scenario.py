@@ -383,8 +383,7 @@ class Scenario:
         def bad(name: str, allowed: str) -> None:
             raise ValueError(f"{name}: invalid value {short_repr(getattr(self, name))}; allowed: {allowed}")
 
-        self.check_fields()
-
+        # (each field's own type and range: checked when the frozen Scenario was built, ``check_fields``)
         if self.gpu not in presets.GPUS:
             bad("gpu", ", ".join(sorted(presets.GPUS)))
         if self.model not in presets.MODELS:  # (the presets only: other sessions' uploads are not listed)

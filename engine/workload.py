@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .limits import clip, short_repr
 from .popularity import popularity
 from .presets.scenarios import TRACES
 from .scenario import TRACE_FILE_COLUMNS, Scenario, _check_time_scale, shipped_trace_file
@@ -214,7 +215,7 @@ def read_trace(src, sc: Scenario) -> Workload:
     try:
         df = pd.read_csv(src, dtype=str, keep_default_na=False, nrows=MAX_TRACE_ROWS + 1)
     except Exception as e:  # pandas raises many types for malformed CSV
-        raise ValueError(f"trace: not a readable CSV ({e})") from None
+        raise ValueError(f"trace: not a readable CSV ({clip(str(e))})") from None
     azure = _trace_format(df.columns)
     if len(df) == 0:
         raise ValueError("trace: no rows")
@@ -262,7 +263,7 @@ def read_trace(src, sc: Scenario) -> Workload:
                  f"({sc.trace_time_scale:g}) < duration_s ({sc.duration_s:g} s)")
     if first is not None:
         i, col, allowed = first
-        raise ValueError(f"trace: row {i + 2}: {col}={df[col].iloc[i]!r}; allowed: {allowed}")
+        raise ValueError(f"trace: row {i + 2}: {col}={short_repr(df[col].iloc[i])}; allowed: {allowed}")
     if not azure:
         return Workload(arr, ad.astype(np.int64), pt.astype(np.int64), ot.astype(np.int64))
     n = int(np.searchsorted(arr, sc.duration_s, side="left"))  # the rows replayed: a prefix, as replay_trace's

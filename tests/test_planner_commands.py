@@ -11,8 +11,8 @@ from engine import Scenario, presets
 from engine.calibration import vllm_slot_bytes
 from engine.planner import commands
 from engine.planner.commands import server_commands, sglang_command, vllm_command
-from engine.planner.memory import VLLM_MAX_LORA_RANKS
 from engine.policies import STRATEGIES
+from engine.presets.servers import VLLM_MAX_LORA_RANKS
 
 FLAGS = json.loads((Path(__file__).parent / "fixtures" / "server_flags.json").read_text())
 TYPES = {"int": int, "float": float, "str": str}

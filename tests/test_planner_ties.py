@@ -10,7 +10,7 @@ import pytest
 
 from engine import Scenario
 from engine.planner import OBJECTIVES, VALUE_COLUMNS, plan, plan_summary
-from engine.planner.plan import TIE_BREAK, break_ties, edge_notes, tie_break_text, tie_notes
+from engine.planner.ties import TIE_BREAK, break_ties, edge_notes, tie_break_text, tie_notes
 
 #: Three configurations tied with the best (rows 0-2) and one that is not (row 3), best first by the objective's
 #: mean as ``_rank`` leaves them: each tie-break key decides one of the pairs.

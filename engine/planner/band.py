@@ -40,10 +40,11 @@ def scaled(sc: Scenario, e: float, side: str) -> Scenario:
     return sc.replace(cost_scale=min(10.0, max(0.1, sc.cost_scale * f)))
 
 
-def run(configs: list, feasible: list[int], task: Callable, task_args: Callable[..., tuple], band,
+def run(configs: list, feasible: list[int], objective: str, task_args: Callable[..., tuple], band,
         pmap: Callable, nominal: dict[int, float] | None = None) -> tuple[dict[int, dict], dict[int, dict[str, float]]]:
     """The band's searches: for each feasible configuration ``i`` (``configs[i][1]`` its scenario) with a band
-    ``e`` > 0, ``task(task_args(scaled(sc, e, side)))`` for both sides through ``pmap`` (the plan's pool).
+    ``e`` > 0, ``pmap`` (the plan's pool) of ``task_args(scaled(sc, e, side), start)`` for both sides, started
+    from ``nominal[i]`` (its first seed's answer) moved by the band (``_start``).
     ``band``: "auto" (``default_band`` per configuration), a number (the same ``e`` for all) or None (off).
     Returns ({config: band dict}, {config: {side: bound}})."""
     if band is None:
@@ -57,9 +58,8 @@ def run(configs: list, feasible: list[int], task: Callable, task_args: Callable[
             bands[i] = {"band": float(band), "status": "given", "note": f"a band of {float(band):.0%} given to the plan"}
     todo = [(i, side) for i in feasible if bands[i].get("band", math.nan) > 0 for side in ("pessimistic", "optimistic")]
     results = pmap([task_args(scaled(configs[i][1], bands[i]["band"], side),
-                              _start(task_args(configs[i][1])[3], (nominal or {}).get(i), bands[i]["band"], side))
+                              _start(objective, (nominal or {}).get(i), bands[i]["band"], side))
                     for i, side in todo]) if todo else []
-    objective = task_args(configs[feasible[0]][1])[3] if feasible else "max_rate"
     bounds: dict[int, dict[str, float]] = {}
     for (i, side), rs in zip(todo, results):
         bounds.setdefault(i, {})[side] = aggregate(objective, [r["value"] for r in rs])

@@ -49,9 +49,9 @@ from dataclasses import dataclass, field
 from .. import presets
 from ..calibration import VLLM_MAX_MODEL_LEN, vllm_slot_bytes
 from ..policies import STRATEGIES
-from ..presets.servers import VLLM_BATCH_DEFAULTS, vllm_batch_defaults  # noqa: F401 (re-exported)
+from ..presets.servers import VLLM_BATCH_DEFAULTS, VLLM_MAX_LORA_RANKS, vllm_batch_defaults  # noqa: F401 (re-exported)
 from ..scenario import Scenario
-from .memory import VLLM_MAX_LORA_RANKS, vllm_max_lora_rank
+from .memory import vllm_max_lora_rank
 
 SOURCES = {
     "vllm": "vllm 0.33.0 (PyPI wheel, commit g4ba787ec9, 2026-11-01): vllm/engine/arg_utils.py, vllm/config/lora.py",

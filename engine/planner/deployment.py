@@ -17,14 +17,13 @@ from dataclasses import dataclass, field
 
 from .. import presets
 from ..presets.scenarios import SCENARIOS, SEED3_DISK_TO_CPU_MS
-from ..presets.servers import VLLM_CONFIG, vllm_batch_defaults
+from ..presets.servers import VLLM_CONFIG, VLLM_COST_FIELDS, vllm_batch_defaults
 from ..scenario import Scenario
 from .memory import vllm_slot_budget_gb
 
 #: The cost fields a profile sets (the fitted ones; ``max_in_system``, a property of the benchmark's client in
 #: the overloaded runs, is not part of a server).
-COST_FIELDS = ("service_mode", "cost_model", "compute_eff", "bw_eff", "step_overhead_ms", "lora_ms_per_adapter",
-               "lora_ms_per_slot", "lora_us_per_token_slot", "frontend_ms")
+COST_FIELDS = ("service_mode", "cost_model", *VLLM_COST_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ PROFILES: dict[str, ServerProfile] = {
         config={k: v for k, v in VLLM_CONFIG.items() if k != "strategy"},  # presets/servers.py: one definition
         source="fitted to 30 of 163 real vLLM runs (Llama-3.1-8B, an H100 64 GB, unverified; engine/data/reference/"
                "vllm_llama31_8b_multilora_runs.csv), checked on 101 held out (docs/validation.md); batch limits: "
-               "vLLM's API-server defaults per GPU (planner.commands.VLLM_BATCH_DEFAULTS); gpu_memory_utilization "
+               "vLLM's API-server defaults per GPU (presets.servers.VLLM_BATCH_DEFAULTS); gpu_memory_utilization "
                "0.9 as in those runs"),
     "slora": ServerProfile(
         "slora", "S-LoRA (unified pool, asynchronous prefetch)", "slora-a10g-s1", "slora",

@@ -14,19 +14,16 @@ from dataclasses import dataclass
 
 from .. import presets
 from ..calibration import vllm_slot_bytes
+from ..presets.servers import VLLM_MAX_LORA_RANKS, vllm_rank_holding
 from ..scenario import Scenario
 from ..sim import effective
-
-#: The ranks vLLM accepts for ``--max-lora-rank`` (vllm/config LoRAConfig.possible_max_ranks).
-VLLM_MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 def vllm_max_lora_rank(sc: Scenario) -> int:
     """Smallest rank vLLM accepts that holds the scenario's largest adapter rank."""
     r = max(sc.ranks())
-    for v in VLLM_MAX_LORA_RANKS:
-        if v >= r:
-            return v
+    if (v := vllm_rank_holding(r)) is not None:
+        return v
     raise ValueError(f"adapter_rank: invalid value {r}; allowed: at most {VLLM_MAX_LORA_RANKS[-1]} for vLLM")
 
 

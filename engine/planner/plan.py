@@ -34,10 +34,7 @@ from .deployment import Deployment
 from .memory import memory_split, vllm_slot_budget_gb
 from .prices import cost_per_mtok_usd, price_table
 from .slo import SLO_METRICS, check_slo
-from .ties import (  # noqa: F401
-    TIE_BREAK,
-    TIE_MEANING,
-    ZERO_IS_NO_LIMIT,
+from .ties import (
     _fmt_value,
     _plain,
     break_ties,
@@ -258,7 +255,7 @@ def plan(base: Scenario, slo: dict, grid: dict, replications: int = 3, objective
     def band_args(sc, start=None):  # a bound: on the first seed only (the nominal answer carries the noise's CI)
         return sc, seeds[:1], slo, objective, float(rel_tol), probe_requests, max_replicas, start
     nominal = {i: rs[0]["value"] for i, rs in zip(feasible, per_config)}
-    bands, bounds = band_mod.run(configs, feasible, _config_task, band_args, band, pmap, nominal)
+    bands, bounds = band_mod.run(configs, feasible, objective, band_args, band, pmap, nominal)
     owner = [(i, k) for i in feasible for k in range(replications)]
     results = [r for rs in per_config for r in rs]
     runs = pd.DataFrame([{"config": i, "replication": k, "value": r["value"], "probes": r["probes"],

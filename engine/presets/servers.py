@@ -33,6 +33,15 @@ def vllm_batch_defaults(gpu) -> tuple[int, int, str]:
     raise AssertionError("VLLM_BATCH_DEFAULTS has no catch-all row")  # pragma: no cover
 
 
+#: The ranks vLLM accepts for ``--max-lora-rank`` (vllm/config LoRAConfig.possible_max_ranks; the fixture's choices).
+VLLM_MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def vllm_rank_holding(rank: int) -> int | None:
+    """The smallest ``--max-lora-rank`` vLLM accepts that holds adapters of ``rank``; None above the largest."""
+    return next((v for v in VLLM_MAX_LORA_RANKS if v >= rank), None)
+
+
 #: The calibrated preset whose fitted cost fields are vLLM's (the fit to the real vLLM runs).
 VLLM_FITTED_PRESET = "vllm-llama31-8b"
 #: The fitted cost fields the vLLM server carries (``max_in_system`` is the benchmark client's, not the server's).

@@ -27,7 +27,7 @@ import re
 import numpy as np
 
 from ... import presets
-from ...presets.servers import VLLM_FITTED_PRESET, vllm_server_fields
+from ...presets.servers import VLLM_FITTED_PRESET, VLLM_MAX_LORA_RANKS, vllm_rank_holding, vllm_server_fields
 from ...scenario import MAX_REQUESTS, Scenario
 from ...sim import simulate
 from ...workload import Workload, draw_adapters
@@ -58,8 +58,6 @@ def match_model(model_id: str) -> str | None:
 
 #: The tools whose files measure a vLLM server (``vllm bench serve`` and its predecessor's layout).
 VLLM_TOOLS = ("vllm-bench-serve",)
-#: The ranks vLLM's --max-lora-rank accepts (tests/fixtures/server_flags.json).
-VLLM_MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 def server_scenario(base: Scenario, runs: list[ToolRun], gpu=None, model=None, max_loras=None, max_cpu_loras=None,
@@ -104,7 +102,7 @@ def server_scenario(base: Scenario, runs: list[ToolRun], gpu=None, model=None, m
         server["max_loras"] = slots
         if "vram_budget_gb" not in kw:
             rank = kw.get("adapter_rank", base.adapter_rank)
-            vrank = next((r for r in VLLM_MAX_LORA_RANKS if r >= rank), VLLM_MAX_LORA_RANKS[-1])
+            vrank = vllm_rank_holding(rank) or VLLM_MAX_LORA_RANKS[-1]
             server["vram_budget_gb"] = round(slots * vllm_slot_bytes(vrank, kw.get("model", base.model))
                                              / presets.GIB + 1e-3, 4)
         kw = {**server, **kw}
