@@ -67,10 +67,12 @@ def _env(repo: Path) -> dict:
     return env
 
 
-def _outside(paths: list[str], repo: Path) -> list[str]:
-    """Opened paths that are neither in the copy nor in the Python installation, but in the original
-    checkout's folder (where ``shared/`` lives), in the copy's own parent, or named like the old data."""
+def _outside(paths: list[str], repo: Path, own: Path | None = None) -> list[str]:
+    """Opened paths that are neither in the copy, the Python installation nor the test's own output folder
+    ``own``, but in the original checkout's folder (where ``shared/`` lives; /tmp for a clone in /tmp), in the
+    copy's own parent, or named like the old data."""
     allowed = [repo] + [Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}]
+    allowed += [own.resolve()] if own is not None else []
     allowed += [repo.parent / "numba", repo.parent / "mpl"]  # the run's own caches (_env)
     watch = [ROOT.parent, repo.parent]
     bad = []
@@ -96,7 +98,7 @@ def test_validate_quick_in_a_copy_with_nothing_beside_it(copy, tmp_path):
     opened = json.loads(log.read_text())
     data = [p for p in opened if "/engine/data/reference/" in p]
     assert data and all(Path(p).is_relative_to(copy) for p in data), data  # it read the copy's own data
-    assert not _outside(opened, copy), _outside(opened, copy)
+    assert not _outside(opened, copy, tmp_path), _outside(opened, copy, tmp_path)
 
 
 def test_the_outside_check_would_catch_the_old_data_folder(tmp_path):
@@ -104,6 +106,10 @@ def test_the_outside_check_would_catch_the_old_data_folder(tmp_path):
     old = str(ROOT.parent / "shared" / "reference-data" / "slora_s1_results.csv")
     assert _outside([old, str(repo / "engine" / "x.csv"), "/etc/hosts"], repo) == [old]
     assert _outside([str(tmp_path / "shared" / "x.csv")], repo) == [str(tmp_path / "shared" / "x.csv")]
+    # the run's own output folder is allowed, and only it: a sibling of it in the same parent is not
+    out = tmp_path / "out"
+    assert _outside([str(out / "v.md"), str(tmp_path / "shared" / "x.csv")], repo, out) == [
+        str(tmp_path / "shared" / "x.csv")]
 
 
 @pytest.mark.slow
