@@ -43,7 +43,7 @@ from engine import (
     presets,
     short_repr,
 )
-from engine.calibration import calibration_status
+from engine.calibration import calibration_status, error_band
 from engine.planner import memory_sentence
 
 PRESET_KEY = "preset"
@@ -73,14 +73,28 @@ def preset_dict(name: str) -> dict:
 
 def _scenario(ctx: Ctx, **kw) -> Scenario:
     """Unvalidated Scenario from the base fields and the controls resolved so far."""
-    d = dict(ctx.get("_fields") or ctx["_base"])
+    base = ctx.get("_fields") or ctx["_base"]
+    d = dict(base)
     d.update({k: v for k, v in ctx.items() if not k.startswith("_") and k in _FIELDS})
     d.update(kw)
     d.pop("strategy", None)
-    return Scenario.from_dict(d)
+    return Scenario.from_dict(presets.follow_profile(d, base, keep=_control_keys(ctx, kw)))
+
+
+def _control_keys(values: Mapping[str, Any], extra: Mapping[str, Any] = ()) -> set[str]:
+    """The scenario fields the user's controls set (a server's profile never overrides them)."""
+    return {k for k in values if k in _FIELDS and k not in _PROFILE_FOLLOWERS} | set(extra)
 
 
 _FIELDS = set(Scenario.field_names())
+#: Controls whose change re-resolves the server profile rather than standing as an override of it.
+_PROFILE_FOLLOWERS = {"server", "gpu", "model"}
+
+
+def _server_label(v: str) -> str:
+    if not v:
+        return "as the preset states (its own cost model)"
+    return f"{v}: {presets.PROFILES[v].label}"
 
 
 @dataclass(frozen=True)
@@ -97,6 +111,7 @@ class Control:
     fmt: str | None = None
     applies: Callable[[Ctx], bool] = field(default=lambda ctx: True)
     note: Callable[[Ctx, Any], str] | None = None                       # caption under the widget
+    labels: Callable[[Any], str] | None = None                          # select: how an option reads
 
     @property
     def is_field(self) -> bool:
@@ -216,6 +231,14 @@ CONTROLS: list[Control] = [
     Control("model", "Base model", "Base LLM (engine.presets.MODELS), fp16 weights. Its size and the GPU decide "
             "how much memory is left for adapters and the KV cache.", "Hardware and model", "select", str,
             options=lambda ctx: model_options(), default=_base("model"), note=_model_note),
+    Control("server", "Server profile", "The serving engine whose cost model and own defaults the simulation runs "
+            "with (engine.presets.PROFILES): its fitted cost parameters, its batch limits on the chosen GPU, memory "
+            "utilisation, KV allocation and adapter load path, whatever preset you started from. Every compared "
+            "strategy runs on it, so the comparison stays on one cost model. Blank: the preset's own stated cost "
+            "model (a source document's or benchmark's setup). The badge above the results says whether the "
+            "profile is calibrated on this GPU and model or transferred, and its measured error band.",
+            "Hardware and model", "select", str, options=lambda ctx: list(presets.SERVERS),
+            default=_base("server"), labels=_server_label),
     Control("trace", "Traffic source", "Empty: generated traffic (the controls below). Or replay a real "
             "request trace shipped with the app: Azure's LLM inference traces of 2023 (conversation, coding; about "
             "one hour each) give the arrival times and prompt/output lengths; each request's adapter is drawn from "
@@ -228,11 +251,22 @@ CONTROLS: list[Control] = [
             "Traffic", "slider", float, bounds=_const(0.05, 10.0, 0.05), default=_base("trace_time_scale"),
             fmt="%.2f", applies=lambda ctx: bool(ctx.get("trace"))),
     Control("prompt_tokens", "Prompt length (tokens)", "Mean prompt length per request, in tokens "
-            "(prefill work; fixed lengths unless the preset draws them).", "Traffic", "slider", int,
+            "(prefill work; spread by the length distribution below).", "Traffic", "slider", int,
             bounds=_const(16, 4096, 16), default=_base("prompt_tokens"), applies=lambda ctx: not ctx.get("trace")),
     Control("output_tokens", "Output length (tokens)", "Mean generated tokens per request (decode steps).",
             "Traffic", "slider", int, bounds=_const(1, 1024, 1), default=_base("output_tokens"),
             applies=lambda ctx: not ctx.get("trace")),
+    Control("length_dist", "Length distribution", "How prompt and output lengths vary around their means: "
+            "**fixed** (every request the same), **uniform** (± spread × mean) or **lognormal** (coefficient of "
+            "variation = spread; chat traffic such as ShareGPT is a mix of short and long requests, which is why "
+            "the default draws lognormal lengths).", "Traffic", "select", str,
+            options=lambda ctx: list(ENUMS["length_dist"]), default=_base("length_dist"),
+            applies=lambda ctx: not ctx.get("trace")),
+    Control("length_spread", "Length spread", "uniform: half-width as a share of the mean (below 1); lognormal: "
+            "the coefficient of variation (dimensionless).", "Traffic", "slider", float,
+            bounds=lambda ctx: (0.0, 0.95, 0.05) if ctx.get("length_dist") == "uniform" else (0.0, 3.0, 0.05),
+            default=_base("length_spread"), fmt="%.2f",
+            applies=lambda ctx: not ctx.get("trace") and ctx.get("length_dist") != "fixed"),
     Control("num_adapters", "Number of adapters", "Distinct LoRA adapters the traffic is spread over.",
             "Adapters", "slider", int, bounds=_const(1, MAX_ADAPTERS, 1), default=_base("num_adapters")),
     Control("adapter_rank", "Adapter rank", "LoRA rank r of every adapter; its size is r x (in + out) x 2 bytes "
@@ -528,12 +562,15 @@ def build_scenario(values: Mapping[str, Any], base: Mapping[str, Any] | None = N
     Raises ValueError (naming the field) if the engine rejects it.  ``strategy`` is the
     first compared strategy; the caller varies it.
     """
-    d = dict(base if base is not None else values["_base"])
+    base = dict(base if base is not None else values["_base"])
+    d = dict(base)
     for c in CONTROLS:
         if c.is_field and c.key in values:
             d[c.key] = values[c.key]
     strategies = values.get(STRATEGY_KEY) or DEFAULT_STRATEGIES
     d["strategy"] = strategies[0]
+    d = presets.follow_profile(d, base, keep=_control_keys({c.key: 1 for c in CONTROLS
+                                                            if c.is_field and c.key in values}))
     sc = Scenario.from_dict(d)
     sc, note = cap_scenario(sc)
     notes = [note] if note else []
@@ -1122,6 +1159,8 @@ def _widget(c: Control, ctx: Ctx) -> Any:
     if c.key in _CALLBACKS:
         common["on_change"] = _CALLBACKS[c.key]
     if c.kind == "select":
+        if c.labels is not None:
+            common["format_func"] = c.labels
         return st.selectbox(c.label, options, index=options.index(default), **common)
     if c.kind == "multiselect":
         return st.multiselect(c.label, options, default=default, placeholder="Choose strategies", **common)
@@ -1242,8 +1281,13 @@ def show_calibration(sc: Scenario) -> None:
     """The calibration badge next to the GPU/model line: calibrated (against what, its errors) or not."""
     status = calibration_status(sc)
     color, icon = _BADGE[status.kind]
-    st.badge(status.label, icon=f":material/{icon}:", color=color,
-             help=status.detail + " The Validation page has the per-run errors.")
+    band = error_band(sc)
+    label, extra = status.label, ""
+    if math.isfinite(band["band"]):
+        label += f" · error band ±{band['band']:.0%}"
+        extra = f" Error band ±{band['band']:.0%}: {band['note']}"
+    st.badge(label, icon=f":material/{icon}:", color=color,
+             help=status.detail + extra + " The Validation page has the per-run errors.")
 
 
 def show_header(state: AppState, title: str, subtitle: str | None = None, help: str | None = None) -> None:

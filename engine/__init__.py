@@ -30,6 +30,7 @@ from .scenario import (
                        MODEL_DEFINITION_KEY,
                        Scenario,
 )
+from .sequential import Decision, SequentialRun, decide, look_alpha, run_until_decided
 from .sim import SimResult, compare, simulate, simulate_summary
 from .workload import read_trace, shipped_trace
 
@@ -38,4 +39,5 @@ ENGINE_VERSION = "0.5.0"
 __all__ = ["Scenario", "SimResult", "STRATEGIES", "ROUTERS", "ENUMS", "MAX_REQUESTS", "MAX_REPLICAS", "EXPORT_STRATEGIES_KEY", "EXPORT_REPLICATIONS_KEY", "simulate", "simulate_summary", "compare", "read_trace",
            "shipped_trace", "TRACES", "TRACE_CITATION",
            "mean_ci", "Cause", "causes", "run_causes", "effective_slots", "contenders_excluded", "rank", "Ranking", "presets", "model_from_hf_config", "ENGINE_VERSION",
-           "dense_layer_ms", "dense_op_ms", "DENSE_OPS", "KERNEL_PARAMS", "csv_safe", "write_csv", "loads_json", "short_repr", "MODEL_DEFINITION_KEY"]
+           "dense_layer_ms", "dense_op_ms", "DENSE_OPS", "KERNEL_PARAMS", "csv_safe", "write_csv", "loads_json", "short_repr", "MODEL_DEFINITION_KEY",
+           "decide", "run_until_decided", "look_alpha", "Decision", "SequentialRun"]

@@ -37,6 +37,7 @@ ENUMS: dict[str, tuple[str, ...]] = {
     "router": tuple(ROUTERS),
     "chunked_prefill": ("auto", "on", "off"),
     "lora_rank_padding": ("auto", "none", "batch_max", "max_rank"),
+    "server": presets.SERVERS,
 }
 
 #: Hard cap on the requests one simulation may generate (open loop: rate x duration).
@@ -85,6 +86,7 @@ class Scenario:
     load_latency_ms: float = 0.5          # fixed cost per host->GPU adapter load
     disk_latency_ms: float = 5.0          # fixed cost per disk->host adapter read
     # policy
+    server: str = ""                      # the server profile the cost and server fields came from ("" = stated; presets.servers)
     strategy: str = "naive"
     batch_window_ms: float = 25.0
     max_wait_ms: float = 500.0            # starvation bound for adapter-grouping policies
@@ -156,7 +158,7 @@ class Scenario:
             raise ValueError(
                 f"preset: unknown value {name!r}; allowed: {', '.join(sorted(presets.SCENARIOS))}"
             )
-        base = dict(presets.SCENARIOS[name])
+        base = presets.preset_fields(name)  # a workload preset naming a server: over that profile's fields
         base.update(overrides)
         return cls.from_dict(base)
 

@@ -1,5 +1,6 @@
 """The Validation page under AppTest: it renders the reference datasets (scatters, curves, error
-tables, targets consistent with docs/validation.md) or says how to generate them; a malformed
+tables; the targets from docs/validation/targets.json, with median, p90 and worst |error| and the run behind a
+large worst, never parsed from docs/validation.md) or says how to generate them; a malformed
 benchmark upload shows the engine's error naming the column; a small engine-generated upload fits,
 offers the fitted scenario.json, and "Use on the What-if page" loads it into the sidebar controls.
 Benchmark tools' result files (tests/fixtures/tools): an upload shows each run's traffic and prefills the
@@ -9,7 +10,10 @@ same values); "Open on What-if" / "Open on Plan" land there with the fitted scen
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +37,8 @@ QUERY = {"duration_s": "60", "arrival_rate_rps": "12"}
 PAGE = "validation"
 HAVE_CSVS = all((P.VALIDATION_DIR / ds.csv).is_file() for ds in P.DATASETS)
 needs_csvs = pytest.mark.skipif(not HAVE_CSVS, reason="docs/validation/*_errors.csv not generated")
+HAVE_TARGETS = (P.VALIDATION_DIR / P.TARGETS_NAME).is_file()
+needs_targets = pytest.mark.skipif(not (HAVE_CSVS and HAVE_TARGETS), reason="docs/validation/targets.json not generated")
 
 #: benchmark_serving column -> SimResult.summary key.
 BENCH_COLUMNS = {"request_throughput": "throughput_req_s", "output_throughput": "throughput_tok_s",
@@ -82,7 +88,7 @@ def benchmark_csv() -> bytes:
 
 
 # ------------------------------------------------------------ reference datasets
-@needs_csvs
+@needs_targets
 def test_page_renders_targets_tables_and_charts():
     at = on_page()
     assert at.title[0].value == "Validation"
@@ -90,7 +96,18 @@ def test_page_renders_targets_tables_and_charts():
     assert not at.sidebar.get("slider") and len(at.sidebar.children) > 0
     assert not at.error and not at.info
     tiles = {m.label: m.value for m in at.metric}
+    doc = P.load_targets(P.VALIDATION_DIR / P.TARGETS_NAME)
     (targets,) = frames(at, "dataset", "met")
+    # MAPE, median, p90 and worst |error| side by side, with the run behind the worst
+    assert {"mape", "median_ape", "p90_ape", "worst_ape", "worst_case", "no_finite_sim", "target"} <= set(targets.columns)
+    assert len(targets) == len(doc["targets"]) == 8
+    for row, rec in zip(targets.itertuples(), doc["targets"]):
+        assert (row.dataset, row.split, row.worst_case) == (rec["label"], rec["split"], rec["worst_case"])
+        for col, key in (("mape", "mape_pct"), ("median_ape", "median_pct"), ("p90_ape", "p90_pct"),
+                         ("worst_ape", "worst_pct")):
+            v = getattr(row, col)
+            assert (math.isnan(v) and rec[key] is None) or v == pytest.approx(rec[key] / 100)
+        assert row.met == ("met" if rec["met"] else "NOT met")
     summaries = [f for f in frames(at, "mape", "target_status")]
     assert len(summaries) == len(P.DATASETS)
     for ds, summary in zip(P.DATASETS, summaries):
@@ -101,30 +118,165 @@ def test_page_renders_targets_tables_and_charts():
         table = P.load_errors(P.VALIDATION_DIR / ds.csv)
         assert len(summary) == table.groupby(["metric", "split"]).ngroups
         assert {"mape", "median_ape", "worst_ape", "n"} <= set(summary.columns)
+    assert tiles["vLLM start-up feasibility"] == f"{doc['feasibility']['accuracy_pct'] / 100:.1%}"
+    assert tiles["vLLM runs: keeps up"] == f"{doc['keeps_up']['accuracy_pct'] / 100:.1%}"
+    # a met target with a large worst error names the run behind it, and why the target is met anyway
+    big = [r for r in doc["targets"] if r["met"] and r["worst_pct"] and r["worst_pct"] > 2 * r["target_mape_pct"]]
+    assert big  # the vLLM held-out mean TTFT: MAPE 23 %, worst about 1060 %
+    captions = [c.value for c in at.caption]
+    for r in big:
+        (line,) = [c for c in captions if f"`{r['worst_case']}`" in c and "the target is on MAPE" in c
+                   and r["split"] in c and r["label"] in c]
+        assert f"{r['worst_pct']:.1f} % off" in line and f"p90 {r['p90_pct']:.1f} %" in line
     # one scatter per metric and dataset, S-LoRA suite curves, the vLLM curve
     n_metrics = sum(P.load_errors(P.VALIDATION_DIR / ds.csv)["metric"].nunique() for ds in P.DATASETS)
     assert len(list(at.get("vega_lite_chart"))) >= n_metrics + 2
+    (exp,) = [e for e in at.expander if e.label.startswith("Full report")]
+    assert any(f"on engine commit {doc['header']['commit']}" in c.value for c in exp.caption)
+    assert not at.warning, [w.value for w in at.warning]  # full mode, targets.json and the CSVs agree
+
+
+def _garble(text: str) -> str:
+    """docs/validation.md without anything a parser of its targets could use."""
+    out = []
+    for line in text.splitlines():
+        if re.search(r"MAPE|MET|Generated by|feasibility|accuracy", line):
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
+@needs_targets
+def test_targets_come_from_the_json_not_the_report(monkeypatch, tmp_path):
+    """The report with its target lines, header and feasibility lines removed changes nothing on the page but the
+    report itself; a changed targets.json changes the page (and the page says it disagrees with the CSVs)."""
+    before = on_page()
+    md = tmp_path / "validation.md"
+    md.write_text(_garble(P.VALIDATION_MD.read_text(encoding="utf-8")), encoding="utf-8")
+    assert "MAPE" not in md.read_text()
+    monkeypatch.setattr(P, "VALIDATION_MD", md)
+    at = on_page()
+    assert not at.error and not at.warning and not at.info
+    assert [(m.label, m.value) for m in at.metric] == [(m.label, m.value) for m in before.metric]
+    (t0,) = frames(before, "dataset", "met")
+    (t1,) = frames(at, "dataset", "met")
+    pd.testing.assert_frame_equal(t0, t1)
+    assert [c.value for c in at.caption if "the target is on MAPE" in c.value] == \
+        [c.value for c in before.caption if "the target is on MAPE" in c.value]
     assert any(e.label.startswith("Full report") for e in at.expander)
-    assert not at.warning, [w.value for w in at.warning]  # CSVs and report agree
+
+    # now the JSON, in a copy of the folder: one target flipped to NOT met with a MAPE of 99 %
+    d = tmp_path / "validation"
+    shutil.copytree(P.VALIDATION_DIR, d)
+    doc = json.loads((d / P.TARGETS_NAME).read_text())
+    doc["targets"][0].update(met=False, mape_pct=99.0)
+    doc["header"]["mode"] = "quick"
+    (d / P.TARGETS_NAME).write_text(json.dumps(doc))
+    monkeypatch.setattr(P, "VALIDATION_DIR", d)
+    at = on_page()
+    (t2,) = frames(at, "dataset", "met")
+    assert t2["met"][0] == "NOT met" and t2["mape"][0] == pytest.approx(0.99)
+    label = doc["targets"][0]["label"]
+    assert {m.label: m.value for m in at.metric}[f"{label}: targets met"] == "3 of 4"
+    warnings = [w.value for w in at.warning]
+    assert any("generated in quick mode" in w for w in warnings), warnings
+    (sync,) = [w for w in warnings if "disagree" in w]
+    assert f"{label}, {doc['targets'][0]['split']}, {doc['targets'][0]['metric']}" in sync
 
 
-@needs_csvs
-def test_targets_agree_with_the_report():
-    if not P.VALIDATION_MD.is_file():
-        pytest.skip("docs/validation.md not generated")
-    text = P.VALIDATION_MD.read_text(encoding="utf-8")
-    rep, feas = P.report_targets(text)
+@needs_targets
+def test_a_report_overwritten_by_a_quick_run_is_flagged(monkeypatch, tmp_path):
+    """validate --quick writes targets_quick.json but its report to --out: if that is the dashboard's report and
+    the quick run is the latest, the page says so (from the quick run's own header, not the markdown)."""
+    d = tmp_path / "validation"
+    shutil.copytree(P.VALIDATION_DIR, d)
+    md = tmp_path / "validation.md"
+    md.write_text("# a report\n", encoding="utf-8")
+    monkeypatch.setattr(P, "VALIDATION_DIR", d)
+    monkeypatch.setattr(P, "VALIDATION_MD", md)
+    quick = json.loads((d / P.TARGETS_NAME).read_text())
+    quick["header"].update(mode="quick", command=f"python -m engine validate --out {md} --quick")
+    (d / P.QUICK_TARGETS_NAME).write_text(json.dumps(quick))
+    os.utime(d / P.TARGETS_NAME, (1e9, 1e9))  # the full run before the quick one
+    assert P.written_by_quick_run(quick, md) and not P.written_by_quick_run(quick, tmp_path / "other.md")
+    assert P.written_by_quick_run({"header": {"command": "python -m engine validate --out validation.md --quick"}},
+                                  md, root=tmp_path)
+    assert not P.written_by_quick_run({"header": {"command": "python -m engine validate --out"}}, md)
+    at = on_page()
+    (w,) = [w.value for w in at.warning]
+    assert "last written by a quick run" in w and str(md) in w
+    (t,) = frames(at, "dataset", "met")
+    assert len(t) == 8  # the targets shown stay the full run's
+    # a full run after it: no warning
+    os.utime(d / P.TARGETS_NAME, None)
+    os.utime(d / P.QUICK_TARGETS_NAME, (1e9, 1e9))
+    assert not on_page().warning
+
+
+def test_malformed_targets_json_is_an_error_naming_it(monkeypatch, tmp_path):
+    d = tmp_path / "validation"
+    d.mkdir()
+    (d / P.TARGETS_NAME).write_text('{"targets": [{"dataset": "vllm"}]}')
+    monkeypatch.setattr(P, "VALIDATION_DIR", d)
+    at = on_page()
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "targets.json" in errors[0] and "label: missing" in errors[0], errors
+    (d / P.TARGETS_NAME).write_text('{"targets": [NaN')
+    with pytest.raises(ValueError, match="not valid JSON"):
+        P.load_targets(d / P.TARGETS_NAME)
+    assert P.load_targets(d / "absent.json") is None
+
+
+@needs_targets
+def test_targets_json_agrees_with_the_csvs():
+    doc = P.load_targets(P.VALIDATION_DIR / P.TARGETS_NAME)
     tables = {ds.label: P.load_errors(P.VALIDATION_DIR / ds.csv) for ds in P.DATASETS}
+    assert P.targets_disagreements(doc, tables) == []
+    flipped = {**doc, "targets": [{**r, "met": not r["met"]} for r in doc["targets"]]}
+    assert len(P.targets_disagreements(flipped, tables)) == 8
+    # the page's own summary of the CSVs (error_summary) gives the same MAPE and status
     tt = P.targets_table(tables)
-    assert len(rep) == len(tt) == 8
-    merged = tt.merge(rep, on=["dataset", "split", "metric"], suffixes=("", "_report"))
-    assert len(merged) == 8
-    assert (merged["met"] == merged["met_report"]).all()
-    assert (merged["mape"] - merged["mape_report"]).abs().max() < 6e-4  # the report rounds to 0.1 %
-    assert P.report_disagreements(tt, rep) == []
-    assert feas is not None and feas["n"] > 0
-    flipped = rep.assign(met=~rep["met"])
-    assert len(P.report_disagreements(tt, flipped)) == 8
+    assert len(tt) == 8
+    for r, q in zip(doc["targets"], tt.itertuples()):
+        assert (r["label"], r["metric"], r["split"], r["met"]) == (q.dataset, q.metric, q.split, q.met)
+        assert r["mape_pct"] == pytest.approx(100 * q.mape)
+
+
+def _record(**kw) -> dict:
+    r = {"dataset": "vllm", "label": "vLLM runs", "split": "held-out", "metric": "mean_ttft_ms", "n": 101,
+         "n_finite": 101, "mape_pct": 23.3, "median_pct": 6.0, "p90_pct": 28.7, "worst_pct": 1061.5,
+         "worst_case": "loras=32 cpu=32 rank<=32 rate=30.4", "worst_rel_error_pct": 1061.5, "worst_measured": 555.35,
+         "worst_simulated": 6450.6, "target_mape_pct": 25.0, "met": True,
+         "worst_run": {"src_row": 148, "offered_rps": 30.4, "measured_rps": 30.11, "simulated_rps": 30.04,
+                       "measured_stable": True, "sim_overloaded": False}}
+    return {**r, **kw}
+
+
+def test_outlier_note_says_what_the_tables_say():
+    note = P.outlier_note(_record())
+    assert note.startswith("met: the target is on MAPE (23.3 % <= 25 %); the worst run, `loras=32 cpu=32 rank<=32 "
+                           "rate=30.4`, is 1061.5 % off (simulated 6,451 ms, measured 555.4 ms)"), note
+    assert "in the measurement it kept up (throughput 99.0 % of the offered 30.4 req/s)" in note
+    assert "simulated: 98.8 %, not flagged overloaded" in note and "p90 28.7 % over 101 runs" in note
+    # not large (at most twice the target): no note; large but unmet: named, without the 'met' explanation
+    assert P.outlier_note(_record(worst_pct=50.0)) is None
+    unmet = P.outlier_note(_record(met=False, mape_pct=30.0))
+    assert unmet.startswith("NOT met: MAPE 30.0 % > 25 %; the worst run, `loras=32") and "target is on" not in unmet
+    # an overloaded run, and a table without measured_stable (S-LoRA): only what the columns say
+    run = {"offered_rps": 10.0, "measured_rps": 8.05, "simulated_rps": 8.66, "measured_stable": None,
+           "sim_overloaded": False, "src_row": 14}
+    assert P.run_facts_text(run) == "measured throughput 80.5 % of the offered 10 req/s; simulated: 86.6 %, not " \
+                                    "flagged overloaded"
+    assert P.run_facts_text({**run, "measured_stable": False, "sim_overloaded": True}) == (
+        "in the measurement it did not keep up (throughput 80.5 % of the offered 10 req/s); simulated: 86.6 %, "
+        "flagged overloaded")
+    assert P.run_facts_text({}) == ""
+    # a run without a finite simulated value: unmet, named
+    inf = P.outlier_note(_record(n_finite=100, worst_pct=None, met=False))
+    assert inf.startswith("NOT met: 1 of 101 runs have no finite simulated value") and "`loras=32" in inf
+    frame = P.targets_frame({"targets": [_record(), _record(split="train", worst_pct=30.0, p90_pct=None)]})
+    assert list(frame["note"] != "") == [True, False] and math.isnan(frame["p90_ape"][1])
+    assert frame["worst_ape"][0] == pytest.approx(10.615) and frame["met"].tolist() == ["met", "met"]
 
 
 @needs_csvs

@@ -11,7 +11,7 @@ from conftest import goto
 from streamlit.testing.v1 import AppTest
 
 from engine import Scenario, simulate
-from engine.calibration import CALIBRATED, FITTED_FIELDS, calibration_status
+from engine.calibration import CALIBRATED, FITTED_FIELDS, calibration_status, error_band
 from engine.limits import FLOAT_RANGES
 from engine.presets import SCENARIOS
 from engine.scenario import ENUMS
@@ -59,10 +59,18 @@ def test_every_calibrated_preset_exists_and_is_calibrated():
         assert "MAPE" in st.label and "MAPE" in st.detail
 
 
-@pytest.mark.parametrize("preset", ["default", "a100-light", "seed1-rtx3090"])
+@pytest.mark.parametrize("preset", ["seed1-rtx3090", "kv-qwen2-0.5b-heavy", "kv-qwen2-1.5b-heavy_mixed"])
 def test_uncalibrated_presets_say_so(preset):
     st = calibration_status(Scenario.from_preset(preset))
     assert st.kind == "uncalibrated" and st.preset is None and "MAPE" not in st.detail
+
+
+@pytest.mark.parametrize("preset", ["default", "a100-light", "azure-conv-2023"])
+def test_server_profile_presets_say_they_are_transferred(preset):
+    """The workload presets run on the vLLM profile, fitted on an H100 64 GB: transferred to their GPU."""
+    st = calibration_status(Scenario.from_preset(preset))
+    assert st.kind == "transferred" and st.preset == "vllm-llama31-8b" and "Transferred" in st.label
+    assert "vllm server profile" in st.detail and "h100-64gb" in st.detail
 
 
 @pytest.mark.parametrize("field", [f for f in FITTED_FIELDS if f not in ("service_mode", "max_in_system")])
@@ -86,7 +94,7 @@ def test_other_controls_keep_the_calibration_but_another_gpu_does_not():
 
 # --------------------------------------------------------------- the badge on every scenario page
 def _badges(at: AppTest) -> list:
-    return [m for m in at.markdown if "-badge[" in m.value and "alibrated" in m.value]
+    return [m for m in at.markdown if "-badge[" in m.value and ("alibrated" in m.value or "Transferred" in m.value)]
 
 
 @pytest.mark.parametrize("page", ["", "sweeps", "crossover", "plan"])
@@ -105,12 +113,14 @@ def test_badge_on_every_scenario_page(page):
     assert "S-LoRA setting S1" in badge.help
 
 
-def test_badge_on_the_default_is_uncalibrated():
+def test_badge_on_the_default_is_transferred_with_its_band():
     at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=180)
     at.query_params["duration_s"] = "60"
     at.run()
     badge, = _badges(at)
-    assert ":gray-badge[" in badge.value and "Uncalibrated" in badge.value and "a100-80gb" in badge.help
+    band = error_band(Scenario.from_preset("default"))["band"]
+    assert ":orange-badge[" in badge.value and "Transferred" in badge.value, badge.value
+    assert f"error band ±{band:.0%}" in badge.value and "h100-80gb" in badge.help
 
 
 def test_max_in_system_does_not_count_for_closed_loop_clients_or_a_server_without_the_cap():

@@ -1,7 +1,8 @@
 """engine.causes (engine/bottlenecks.py): each plain-language cause appears on a scenario built to show it, and only there."""
 import pytest
+from legacy import legacy_preset
 
-from engine import Scenario, causes, run_causes, simulate
+from engine import causes, run_causes, simulate
 
 BASE = dict(duration_s=120.0)
 SCENARIOS = {
@@ -16,7 +17,7 @@ SCENARIOS = {
 
 @pytest.mark.parametrize("key", list(SCENARIOS))
 def test_each_cause_on_its_scenario(key):
-    r = simulate(Scenario.from_preset("a100-light", **BASE, **SCENARIOS[key]))
+    r = simulate(legacy_preset("a100-light", **BASE, **SCENARIOS[key]))
     got = run_causes(r)
     keys = [c.key for c in got]
     assert keys[0] == key, [c.message for c in got]

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from legacy import legacy_preset
 from test_engine_invariants import _check_invariants
 from test_engine_invariants import scenarios as invariant_scenarios
 from test_metrics_reference import check as check_summary_reference
@@ -68,9 +69,9 @@ def test_auto_is_on_for_vllm_only():
         assert Scenario(strategy=name, chunked_prefill="on").chunked_prefill_on()
         assert not Scenario(strategy=name, chunked_prefill="off").chunked_prefill_on()
     assert ENUMS["chunked_prefill"] == ("auto", "on", "off")
-    r = simulate(Scenario.from_preset("default", strategy="vllm", duration_s=20.0, warmup_s=2.0))
+    r = simulate(legacy_preset("default", strategy="vllm", duration_s=20.0, warmup_s=2.0))
     assert r.summary["chunked_prefill_on"] is True
-    assert simulate(Scenario.from_preset("default", duration_s=20.0, warmup_s=2.0)).summary["chunked_prefill_on"] is False
+    assert simulate(legacy_preset("default", duration_s=20.0, warmup_s=2.0)).summary["chunked_prefill_on"] is False
 
 
 @pytest.mark.parametrize("value", ["yes", "ON", "", "true"])
@@ -83,7 +84,7 @@ def test_invalid_value_is_refused_naming_field_value_and_allowed(value):
 
 
 def test_budget_below_the_batch_is_refused_with_chunking_only():
-    sc = Scenario.from_preset("default", strategy="vllm", max_batch_size=64, max_batched_tokens=48, prompt_tokens=40)
+    sc = legacy_preset("default", strategy="vllm", max_batch_size=64, max_batched_tokens=48, prompt_tokens=40)
     with pytest.raises(ValueError) as e:
         sc.validate()
     msg = str(e.value)
@@ -96,13 +97,13 @@ def test_budget_below_the_batch_is_refused_with_chunking_only():
 
 
 def test_a_prompt_longer_than_the_budget_needs_chunking():
-    sc = Scenario.from_preset("default", strategy="vllm", prompt_tokens=3000, max_batched_tokens=1024)
+    sc = legacy_preset("default", strategy="vllm", prompt_tokens=3000, max_batched_tokens=1024)
     sc.validate()  # auto: on for vllm, the prompt is split
     for off in (sc.replace(chunked_prefill="off"), sc.replace(strategy="naive")):
         with pytest.raises(ValueError, match=r"^prompt_tokens: invalid value 3000 .*or chunked_prefill 'on'"):
             off.validate()
     # a trace's long prompts too
-    tr = Scenario.from_preset("azure-code-2023", max_batched_tokens=4096)
+    tr = legacy_preset("azure-code-2023", max_batched_tokens=4096)
     with pytest.raises(ValueError, match=r"^max_batched_tokens: invalid value 4096"):
         tr.validate()
     tr.replace(chunked_prefill="on").validate()
@@ -220,7 +221,7 @@ def test_every_other_strategy_is_unchanged_by_auto(preset, kw):
     for name in STRATEGIES:
         if name == "vllm":
             continue
-        sc = Scenario.from_preset(preset, strategy=name, **kw)
+        sc = legacy_preset(preset, strategy=name, **kw)
         try:
             sc.validate()
         except ValueError:
@@ -231,7 +232,7 @@ def test_every_other_strategy_is_unchanged_by_auto(preset, kw):
 def test_chunking_changes_the_vllm_schedule_where_the_budget_binds():
     """The vLLM calibration preset (budget 2,048, up to 2,048 running requests, lognormal prompts): decodes eat the
     budget, prompts are split; the unchunked run prefills whole prompts next to any number of decodes."""
-    sc = Scenario.from_preset("vllm-llama31-8b", duration_s=60.0, warmup_s=5.0, arrival_rate_rps=15.0)
+    sc = legacy_preset("vllm-llama31-8b", duration_s=60.0, warmup_s=5.0, arrival_rate_rps=15.0)
     on, off = simulate(sc), simulate(sc.replace(chunked_prefill="off"))
     assert on.summary["chunked_prefill_on"] and not off.summary["chunked_prefill_on"]
     assert on.summary["peak_step_tokens"] <= sc.max_batched_tokens < off.summary["peak_step_tokens"]

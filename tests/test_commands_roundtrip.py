@@ -20,6 +20,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+from legacy import legacy_preset
 
 from engine import Scenario, presets
 from engine.calibration import VLLM_MAX_MODEL_LEN, vllm_slot_bytes
@@ -39,6 +40,7 @@ CASES = {
     "llama31-8b-h100-80gb": Scenario.from_preset("vllm-llama31-8b", gpu="h100-80gb"),
     "seed3": Scenario.from_preset("seed3-llama31-8b-80gb"),
     "default": Scenario.from_preset("default"),
+    "legacy-default": legacy_preset("default"),  # a stated server capping the batch below vLLM's default
     "vllm-llama31-8b": Scenario.from_preset("vllm-llama31-8b"),
     "slora-a10g-s1": Scenario.from_preset("slora-a10g-s1"),  # vLLM's 155 memory slots leave 0.5 GiB of KV
     "seed1-rtx3090": Scenario.from_preset("seed1-rtx3090"),
@@ -244,7 +246,9 @@ def test_unknown_context_prints_no_length_flag(monkeypatch):
 
 
 def test_decided_batch_limits_are_flags_and_undecided_ones_assumptions():
-    sc = CASES["default"]  # a100-80gb: vLLM's API-server defaults 256 sequences, 2,048 tokens
+    own = vllm_command(CASES["default"])  # on the vLLM profile: vLLM's own limits, nothing to flag or assume
+    assert "--max-num-seqs" not in own.argv and "max_num_seqs" not in dict(own.assumptions)
+    sc = CASES["legacy-default"]  # a100-80gb: vLLM's API-server defaults 256 sequences, 2,048 tokens
     v = vllm_command(sc)
     assert "--max-num-seqs" not in v.argv and "--max-num-batched-tokens" not in v.argv
     assumed = dict(v.assumptions)

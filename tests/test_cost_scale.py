@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from legacy import legacy_preset
 
-from engine import Scenario, simulate
 from engine import loop as L
+from engine import simulate
 from tests.test_fast_paths import _fleet_equals_reference
 
 #: one client, one adapter already resident, fixed per-token times: no queueing, no loads
@@ -18,7 +19,7 @@ LONE = dict(service_mode="fixed", arrival_process="closed", concurrency=1, num_a
 
 @pytest.mark.parametrize("scale", [0.5, 2.0, 3.7])
 def test_a_lone_request_scales_exactly(scale):
-    base = Scenario.from_preset("default", **LONE)
+    base = legacy_preset("default", **LONE)
     r1 = simulate(base).requests
     r2 = simulate(base.replace(cost_scale=scale)).requests
     n = min(len(r1), len(r2), 50)
@@ -31,20 +32,20 @@ def test_a_lone_request_scales_exactly(scale):
 
 
 def test_one_changes_nothing_bit_for_bit():
-    sc = Scenario.from_preset("default", duration_s=40.0, warmup_s=2.0)
+    sc = legacy_preset("default", duration_s=40.0, warmup_s=2.0)
     a, b = simulate(sc), simulate(sc.replace(cost_scale=1.0))
     assert a.requests.equals(b.requests) and a.summary == b.summary
 
 
 def test_a_slower_cost_model_serves_less():
-    sc = Scenario.from_preset("default", duration_s=60.0, warmup_s=5.0, arrival_rate_rps=40.0)
+    sc = legacy_preset("default", duration_s=60.0, warmup_s=5.0, arrival_rate_rps=40.0)
     fast, slow = (simulate(sc.replace(cost_scale=s)).summary for s in (0.5, 2.0))
     assert slow["throughput_tok_s"] < fast["throughput_tok_s"] and slow["ttft_p50_ms"] > fast["ttft_p50_ms"]
 
 
 @pytest.mark.parametrize("scale", [0.4, 2.5])
 def test_fleet_shortcuts_hold_under_a_scaled_cost(monkeypatch, scale):
-    sc = Scenario.from_preset("default", num_replicas=3, router="least_loaded", arrival_rate_rps=24.0,
+    sc = legacy_preset("default", num_replicas=3, router="least_loaded", arrival_rate_rps=24.0,
                               duration_s=40.0, warmup_s=4.0, cost_scale=scale)
     _fleet_equals_reference(monkeypatch, sc, L.IP_QUIET)
 
@@ -52,7 +53,7 @@ def test_fleet_shortcuts_hold_under_a_scaled_cost(monkeypatch, scale):
 def test_the_range_and_the_calibration_status():
     from engine.calibration import calibration_status
     with pytest.raises(ValueError, match=r"^cost_scale: invalid value 0\.0"):
-        Scenario.from_preset("default", cost_scale=0.0)
-    sc = Scenario.from_preset("vllm-llama31-8b")
+        legacy_preset("default", cost_scale=0.0)
+    sc = legacy_preset("vllm-llama31-8b")
     assert calibration_status(sc).kind == "calibrated"
     assert calibration_status(sc.replace(cost_scale=1.2)).kind == "modified"

@@ -1,6 +1,6 @@
-"""The dashboard's default scenario shows a real trade-off (issue 15, item 3), and the "try next"
-hints (engine.presets.HINTS) say what the model does: each claim measured here with 3 replications
-and common random numbers, as the What-if page measures it."""
+"""The dashboard's default scenario (on the vLLM server profile since issue 24) shows a real trade-off (issue 15,
+item 3), and the "try next" hints (engine.presets.HINTS) say what the model does: each claim measured here with 3
+replications and common random numbers, as the What-if page measures it."""
 from __future__ import annotations
 
 import pytest
@@ -29,7 +29,7 @@ def default_runs():
 def test_default_is_large_enough_and_stable(default_runs):
     for s, v in default_runs.items():
         for x in v:
-            assert x["requests"] >= 10_000, (s, x["requests"])
+            assert x["requests"] >= 3_000, (s, x["requests"])
             assert x["not_completed"] == 0 and x["dropped_total"] == 0, s
             assert Scenario.from_preset("default").replace(strategy=s).validate()
 
@@ -49,14 +49,15 @@ def test_default_separates_policies_beyond_noise_on_p99(default_runs):
 
 def test_default_hint_claims_hold(default_runs):
     base = Scenario.from_preset("default")
-    assert "1.5 GiB" in HINTS["default"] and "20 req/s" in HINTS["default"]
-    more = _reps(base.replace(vram_budget_gb=1.5), ["vllm", "slora"])
-    mean = lambda v: sum(x["ttft_p99_ms"] for x in v) / len(v)  # noqa: E731
+    assert "2 GiB" in HINTS["default"] and "8 req/s" in HINTS["default"]
+    more = _reps(base.replace(vram_budget_gb=2.0), ["vllm", "slora"])
+    mean = lambda v, k="ttft_p99_ms": sum(x[k] for x in v) / len(v)  # noqa: E731
     assert mean(default_runs["vllm"]) > 3 * mean(default_runs["slora"])  # at 1 GiB: far apart
-    assert mean(more["vllm"]) < 1.5 * mean(more["slora"])  # at 1.5 GiB: caught up
-    faster = _reps(base.replace(arrival_rate_rps=20.0), ["naive", "vllm"])
-    assert mean(faster["naive"]) > 10 * mean(default_runs["naive"])  # strict FCFS collapses
-    assert mean(faster["naive"]) > 10 * mean(faster["vllm"])  # vLLM skips past busy slots
+    assert mean(more["vllm"]) < 1.5 * mean(more["slora"])  # at 2 GiB: caught up
+    faster = _reps(base.replace(arrival_rate_rps=8.0), ["naive", "vllm"])
+    p50 = "ttft_p50_ms"
+    assert mean(default_runs["naive"], p50) < 100 < 1000 < mean(faster["naive"], p50)  # strict FCFS collapses
+    assert mean(faster["naive"], p50) > 10 * mean(faster["vllm"], p50)  # vLLM skips past busy slots
 
 
 def test_old_default_kept_as_light_preset():

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from legacy import legacy_preset
 
 from engine import STRATEGIES, Scenario, presets, simulate
 from engine.costs import load_seconds
@@ -143,7 +144,7 @@ def test_oracle_never_loads_more_than_naive_or_hot_set(sc, seed):
 
 
 def test_determinism_same_seed_same_requests():
-    sc = Scenario.from_preset("default", duration_s=30.0, warmup_s=2.0, strategy="batch")
+    sc = legacy_preset("default", duration_s=30.0, warmup_s=2.0, strategy="batch")
     a, b = simulate(sc), simulate(sc)
     pd.testing.assert_frame_equal(a.requests, b.requests)
     pd.testing.assert_frame_equal(a.timeseries, b.timeseries)
@@ -152,7 +153,7 @@ def test_determinism_same_seed_same_requests():
 
 
 def test_common_random_numbers_across_strategies():
-    sc = Scenario.from_preset("default", duration_s=30.0, warmup_s=2.0)
+    sc = legacy_preset("default", duration_s=30.0, warmup_s=2.0)
     cols = ["arrival_s", "adapter", "prompt_tokens", "output_tokens"]
     base = simulate(sc.replace(strategy="naive")).requests[cols]
     for s in STRATEGIES:
@@ -164,7 +165,7 @@ def test_common_random_numbers_across_strategies():
 
 
 def test_thread_safety_eight_threads_match_serial():
-    scs = [Scenario.from_preset("default", duration_s=40.0, warmup_s=2.0, strategy=s, seed=i)
+    scs = [legacy_preset("default", duration_s=40.0, warmup_s=2.0, strategy=s, seed=i)
            for i, s in enumerate(list(STRATEGIES) + ["naive", "batch"])]
     serial = [simulate(s).requests for s in scs]
     out = [None] * len(scs)
@@ -182,7 +183,7 @@ def test_thread_safety_eight_threads_match_serial():
 
 
 def test_closed_loop_keeps_concurrency_clients_busy():
-    sc = Scenario.from_preset("default", arrival_process="closed", concurrency=8, duration_s=20.0,
+    sc = legacy_preset("default", arrival_process="closed", concurrency=8, duration_s=20.0,
                               warmup_s=2.0, strategy="vllm")
     r = simulate(sc)
     ts = r.timeseries[(r.timeseries.t_s > 3) & (r.timeseries.t_s < 19)]
@@ -193,7 +194,7 @@ def test_closed_loop_keeps_concurrency_clients_busy():
 # ---- the source simulator's headline regimes (see docs/findings.md for what holds and why)
 
 def _seed1(**kw):
-    return Scenario.from_preset("seed1-rtx3090", **{"duration_s": 30.0, "warmup_s": 3.0, **kw})
+    return legacy_preset("seed1-rtx3090", **{"duration_s": 30.0, "warmup_s": 3.0, **kw})
 
 
 def test_seed1_high_rate_batch_vs_naive_as_the_model_says():
@@ -224,7 +225,7 @@ def test_vllm_fast_skip_equals_the_full_queue_scan(max_loras, rate, ranks):
     from engine import loop as L
     from engine import sim
     from engine.workload import generate
-    sc = Scenario.from_preset("default", strategy="vllm", max_loras=max_loras, num_adapters=64,
+    sc = legacy_preset("default", strategy="vllm", max_loras=max_loras, num_adapters=64,
                               adapter_ranks=ranks, adapter_rank=max(ranks), arrival_rate_rps=rate,
                               zipf_s=0.6, duration_s=40.0, warmup_s=0.0, drain_s=0.0, seed=11)
     wl = generate(sc)
@@ -246,7 +247,7 @@ def test_on_demand_kv_admits_more_and_preempts_under_pressure(strategy, budget_g
     on-demand growth (vLLM; S-LoRA's unified pool) runs more at once, and when memory fills
     it preempts the latest admitted request, which later recomputes and still completes."""
     from engine.presets import GIB, kv_bytes_per_token
-    base = Scenario.from_preset("default")
+    base = legacy_preset("default")
     kv_tok = kv_bytes_per_token(base.model_spec)
     sc = base.replace(arrival_process="closed", concurrency=16, max_batch_size=16, num_adapters=4,
                       prompt_tokens=64, output_tokens=192, length_dist="fixed", kv_block_tokens=16,
@@ -272,7 +273,7 @@ def test_on_demand_kv_admits_more_and_preempts_under_pressure(strategy, budget_g
 
 
 def test_on_demand_kv_needs_the_paged_allocator():
-    base = Scenario.from_preset("default", kv_reservation="on_demand")
+    base = legacy_preset("default", kv_reservation="on_demand")
     with pytest.raises(ValueError, match="kv_reservation.*kv_allocator"):
         base.replace(kv_allocator="contiguous").validate()
     base.replace(strategy="slora").validate()  # unified memory grows KV on demand too

@@ -1,6 +1,7 @@
 """Analytic oracles: the engine against closed-form results."""
 import numpy as np
 import pytest
+from legacy import legacy_preset
 from scipy.optimize import brentq
 
 from engine import Scenario, simulate
@@ -74,7 +75,7 @@ def test_hot_set_without_spare_slot_hits_pinned_mass():
 
 def test_littles_law_on_timeseries():
     """Integral of requests in system over time equals the sum of their sojourn times."""
-    sc = Scenario.from_preset("default", duration_s=60.0, warmup_s=5.0, strategy="batch")
+    sc = legacy_preset("default", duration_s=60.0, warmup_s=5.0, strategy="batch")
     r = simulate(sc)
     assert r.requests.completed.all()
     ts = r.timeseries
@@ -102,7 +103,7 @@ def test_load_time_is_bytes_over_bandwidth_plus_latency():
 
 def test_roofline_decode_step_is_weight_bound():
     """One decoding request on the roofline: step = weights / (HBM x bw_eff) + overhead."""
-    sc = Scenario.from_preset("default", arrival_rate_rps=0.2, duration_s=30.0, warmup_s=0.0,
+    sc = legacy_preset("default", arrival_rate_rps=0.2, duration_s=30.0, warmup_s=0.0,
                               prompt_tokens=16, output_tokens=11, length_dist="fixed",
                               step_overhead_ms=0.0, lora_ms_per_adapter=0.0, seed=2)
     r = simulate(sc)
@@ -122,7 +123,7 @@ def test_roofline_decode_step_is_weight_bound():
 def test_token_throughput_counts_tokens_generated_in_the_window():
     """Stable open loop: tokens/s = arrival rate x output tokens (within sampling error);
     closed loop, batch fits every client, fixed service: tokens/s = clients / decode step."""
-    sc = Scenario.from_preset("default", duration_s=300.0, warmup_s=20.0, arrival_rate_rps=10.0)
+    sc = legacy_preset("default", duration_s=300.0, warmup_s=20.0, arrival_rate_rps=10.0)
     r = simulate(sc)
     lam = r.summary["requests"] / (sc.duration_s - sc.warmup_s)
     assert r.summary["throughput_tok_s"] == pytest.approx(lam * sc.output_tokens, rel=0.02)
@@ -153,7 +154,7 @@ def test_lora_step_costs_per_adapter_slot_and_token_slot():
 def test_frontend_latency_adds_to_ttft_and_e2e_only():
     """frontend_ms is outside the engine: the schedule is unchanged, every request's TTFT and
     end-to-end latency grow by exactly frontend_ms, TPOT and throughput do not move."""
-    sc = Scenario.from_preset("default", duration_s=30.0, warmup_s=0.0, seed=4)
+    sc = legacy_preset("default", duration_s=30.0, warmup_s=0.0, seed=4)
     a, b = simulate(sc), simulate(sc.replace(frontend_ms=7.5))
     np.testing.assert_allclose(b.requests.ttft_ms - a.requests.ttft_ms, 7.5, atol=1e-9)
     np.testing.assert_allclose(b.requests.e2e_ms - a.requests.e2e_ms, 7.5, atol=1e-9)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from legacy import legacy_preset
 
 from engine import Scenario, sim
 from engine import loop as L
@@ -56,7 +57,7 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_decode_runs_equal_the_step_by_step_reference(case):
     preset, kw = CASES[case]
-    a, b = _both(Scenario.from_preset(preset, **kw))
+    a, b = _both(legacy_preset(preset, **kw))
     _assert_same(a, b)
     assert a["S_i"][L.SI_STEPS] > 0
 
@@ -64,7 +65,7 @@ def test_decode_runs_equal_the_step_by_step_reference(case):
 def test_fast_path_is_taken_and_bounded_by_on_demand_blocks():
     """On a light load most steps are pure decode; with on-demand KV a run stops at every block boundary
     (the reference's _grow_kv allocates there), and the results still agree."""
-    sc = Scenario.from_preset("a100-light", strategy="vllm", kv_reservation="on_demand", kv_block_tokens=16,
+    sc = legacy_preset("a100-light", strategy="vllm", kv_reservation="on_demand", kv_block_tokens=16,
                               duration_s=40.0, warmup_s=2.0)
     a, b = _both(sc)
     _assert_same(a, b)
@@ -87,7 +88,7 @@ def random_scenario_agrees(kw: dict, ondemand: bool) -> None:
     if ondemand:
         kw = {**kw, "kv_reservation": "on_demand"}
     try:
-        sc = Scenario.from_preset("default", **kw).validate()
+        sc = legacy_preset("default", **kw).validate()
     except ValueError:
         return
     _assert_same(*_both(sc))
@@ -111,7 +112,7 @@ NOROOM = {
 @pytest.mark.parametrize("case", list(NOROOM))
 def test_no_room_memo_equals_searching_every_time(case):
     preset, kw = NOROOM[case]
-    sc = Scenario.from_preset(preset, **kw)
+    sc = legacy_preset(preset, **kw)
     a, b = _both(sc, L.IP_FASTSKIP)
     _assert_same(a, b)
     assert a["S_i"][L.SI_LOADS] > 100  # adapters did swap
@@ -123,7 +124,7 @@ def test_no_room_memo_equals_searching_every_time(case):
        seed=st.integers(0, 10_000))
 def test_no_room_memo_random_scenarios(strategy, rate, budget, ranks, hot, seed):
     try:
-        sc = Scenario.from_preset("default", strategy=strategy, arrival_rate_rps=rate, vram_budget_gb=budget,
+        sc = legacy_preset("default", strategy=strategy, arrival_rate_rps=rate, vram_budget_gb=budget,
                                   adapter_ranks=ranks, adapter_rank=max(ranks), hot_set_k=hot, duration_s=15.0,
                                   warmup_s=1.0, seed=seed).validate()
     except ValueError:
@@ -155,7 +156,7 @@ def test_simulate_summary_equals_the_full_results_summary(case):
     """engine.simulate_summary skips the DataFrames and gives the same summary, key for key, bit for bit."""
     from engine import simulate_summary
     preset, kw = SUMMARY_CASES[case]
-    sc = Scenario.from_preset(preset, **kw)
+    sc = legacy_preset(preset, **kw)
     _summaries_equal(simulate_summary(sc), sim.simulate(sc).summary)
 
 
@@ -164,7 +165,7 @@ def test_simulate_summary_refuses_what_simulate_refuses():
     with pytest.raises(ValueError, match="scenario: expected engine.Scenario"):
         simulate_summary({"strategy": "naive"})
     with pytest.raises(ValueError, match="arrival_rate_rps"):
-        simulate_summary(Scenario.from_preset("default", arrival_rate_rps=-1.0))
+        simulate_summary(legacy_preset("default", arrival_rate_rps=-1.0))
 
 
 def _fleet_equals_reference(monkeypatch, sc: Scenario, flag: int) -> None:
@@ -190,7 +191,7 @@ def _fleet_equals_reference(monkeypatch, sc: Scenario, flag: int) -> None:
 @pytest.mark.parametrize("router", ["least_loaded", "lora_affinity", "round_robin"])
 def test_fleet_decode_runs_equal_the_reference(monkeypatch, router):
     """A fleet's replicas pause at every arrival and resume mid-run: the results equal step by step ones."""
-    sc = Scenario.from_preset("default", num_replicas=3, router=router, arrival_rate_rps=12.0, duration_s=40.0,
+    sc = legacy_preset("default", num_replicas=3, router=router, arrival_rate_rps=12.0, duration_s=40.0,
                               warmup_s=4.0)
     _fleet_equals_reference(monkeypatch, sc, L.IP_DECODE_RUN)
 
@@ -220,7 +221,7 @@ def test_quiet_replicas_equal_advancing_every_replica(monkeypatch, router, kw):
     before its earliest possible completion, residency while no scheduling pass could touch it): the same
     results as advancing every replica to every arrival (IP_QUIET = 0)."""
     kw = {"arrival_rate_rps": 10.0, "duration_s": 40.0, "warmup_s": 4.0, **kw}
-    sc = Scenario.from_preset("default", num_replicas=4, router=router, **kw)
+    sc = legacy_preset("default", num_replicas=4, router=router, **kw)
     _fleet_equals_reference(monkeypatch, sc, L.IP_QUIET)
 
 
@@ -228,7 +229,7 @@ def test_a_too_long_step_bound_breaks_the_fleet_reference(monkeypatch):
     """The reference comparison bites: a step-time bound 40 % too long leaves replicas behind past a completion,
     and the routes (or a replica's results) differ."""
     from engine import fleet
-    sc = Scenario.from_preset("default", num_replicas=4, router="least_loaded", arrival_rate_rps=10.0,
+    sc = legacy_preset("default", num_replicas=4, router="least_loaded", arrival_rate_rps=10.0,
                               duration_s=40.0, warmup_s=4.0)
     good = sim.simulate(sc).requests
     real = fleet.min_step_seconds
@@ -250,7 +251,7 @@ def test_min_step_seconds_bounds_every_step(preset, cost, p, d, ctx, kd, lora, d
         p = 1
     kw = (dict(cost_model="kernel", service_mode="roofline") if cost == "kernel" else
           dict(service_mode="fixed", cost_model="roofline") if cost == "fixed" else dict(service_mode="roofline"))
-    sc = Scenario.from_preset(preset, **kw).validate()
+    sc = legacy_preset(preset, **kw).validate()
     empty = np.zeros(0, np.int64)
     arr = sim._build(sc, Workload(np.zeros(0), empty, empty, empty))
     ip, fp = arr["ip"], arr["fp"]
@@ -268,7 +269,7 @@ def _paused_fleet_state(n_wait: int, n_run: int, output: int = 50, gen: int = 10
     (``gen`` of ``output`` tokens done) and ``n_wait`` waiting ones (none done), the last waiting one needing
     a single token."""
     from engine.workload import Workload
-    sc = Scenario.from_preset("default", strategy="vllm", kv_reservation="on_demand").validate()
+    sc = legacy_preset("default", strategy="vllm", kv_reservation="on_demand").validate()
     n = n_wait + n_run
     wl = Workload(np.zeros(n), np.zeros(n, np.int64), np.full(n, 100, np.int64), np.full(n, output, np.int64))
     arr = sim._build(sc, wl)
@@ -386,7 +387,7 @@ def test_a_small_adapter_still_gets_the_room_a_large_one_could_not():
     a 16 MiB adapter queued behind it still starts in the same pass (and equals the full-search reference)."""
     from engine.workload import Workload
     mib = 2 ** 20
-    sc = Scenario.from_preset("default", strategy="hot_set", hot_set_k=0, adapter_ranks=(8, 64), adapter_rank=64,
+    sc = legacy_preset("default", strategy="hot_set", hot_set_k=0, adapter_ranks=(8, 64), adapter_rank=64,
                               num_adapters=8,
                               vram_budget_gb=144 * mib / 2 ** 30, duration_s=5.0, warmup_s=0.0).validate()
     wl = Workload(np.zeros(3), np.array([1, 3, 0]), np.full(3, 64), np.full(3, 8))

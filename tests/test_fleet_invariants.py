@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from legacy import legacy_preset
 from test_engine_invariants import _check_invariants, scenarios
 
-from engine import ROUTERS, STRATEGIES, Scenario, simulate
+from engine import ROUTERS, STRATEGIES, simulate
 from engine.policies import EVICT_BELADY
 
 
@@ -46,7 +47,7 @@ def test_fleet_invariants_hold_on_random_scenarios(sc):
 def test_lora_affinity_swaps_less_than_round_robin_under_zipf():
     """200 adapters under Zipf 1, 8 slots per GPU (far fewer than the adapters), 4 GPUs: keeping an adapter's
     requests where it is resident swaps less than spreading them in turn (same requests, 2 seeds)."""
-    base = Scenario.from_preset("a100-light", num_adapters=200, max_loras=8, zipf_s=1.0, arrival_rate_rps=48.0,
+    base = legacy_preset("a100-light", num_adapters=200, max_loras=8, zipf_s=1.0, arrival_rate_rps=48.0,
                                 duration_s=40.0, warmup_s=4.0, num_replicas=4, strategy="vllm")
     for seed in (0, 1):
         rr = simulate(base.replace(router="round_robin", seed=seed)).summary

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from legacy import legacy_preset
 
 from engine import Scenario
 from engine.cli import main
@@ -100,9 +101,8 @@ def test_workers_are_capped_by_the_cores(capsys, tmp_path, monkeypatch, cmd):
 
 
 def test_a_sweep_is_bounded_in_simulated_requests_before_it_starts(monkeypatch):
-    from engine import Scenario
     from engine import sweep as sw
-    base = Scenario.from_preset("default")  # 16 req/s x 660 s = 10,560 expected requests a run
+    base = legacy_preset("default")  # 16 req/s x 660 s = 10,560 expected requests a run
     monkeypatch.setattr(sw, "MAX_SWEEP_REQUESTS", 100_000)
     grid = {"zipf_s": [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0]}
     with pytest.raises(ValueError, match=r"^sweep: about 105,600 simulated requests .*; allowed: at most 100,000"):

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from legacy import legacy_preset
 from test_fast_paths import _assert_same, _both, random_scenario_agrees
 
 from engine import ENUMS, STRATEGIES, Scenario, presets, simulate
@@ -62,7 +63,7 @@ def test_auto_is_none_for_every_strategy():
         assert Scenario(strategy=name).lora_rank_padding_mode() == "none"
         for m in MODES:
             assert Scenario(strategy=name, lora_rank_padding=m).lora_rank_padding_mode() == m
-    sc = Scenario.from_preset("default", strategy="vllm", duration_s=10.0, warmup_s=1.0)
+    sc = legacy_preset("default", strategy="vllm", duration_s=10.0, warmup_s=1.0)
     assert simulate(sc).summary["lora_rank_padding_mode"] == "none"
     assert simulate(sc.replace(lora_rank_padding="batch_max")).summary["lora_rank_padding_mode"] == "batch_max"
     d = sc.to_dict()
@@ -80,7 +81,7 @@ def test_invalid_value_is_refused_naming_field_value_and_allowed(value):
 
 
 def test_build_lays_out_the_padding():
-    sc = Scenario.from_preset("default", adapter_ranks=(8, 64, 16), num_adapters=7, duration_s=5.0, warmup_s=1.0)
+    sc = legacy_preset("default", adapter_ranks=(8, 64, 16), num_adapters=7, duration_s=5.0, warmup_s=1.0)
     wl = generate(sc)
     for mode, code in (("auto", L.LORA_PAD_NONE), ("none", L.LORA_PAD_NONE), ("batch_max", L.LORA_PAD_BATCH_MAX),
                        ("max_rank", L.LORA_PAD_MAX_RANK)):
@@ -91,7 +92,7 @@ def test_build_lays_out_the_padding():
 
 def test_the_default_path_does_not_read_the_padding_slot():
     """Nonsense in FP_LORA_PAD_BYTES changes nothing while the padding is "none"."""
-    sc = Scenario.from_preset("default", strategy="slora", adapter_ranks=(8, 64), duration_s=20.0, warmup_s=2.0)
+    sc = legacy_preset("default", strategy="slora", adapter_ranks=(8, 64), duration_s=20.0, warmup_s=2.0)
     wl = generate(sc)
     a, b = S._build(sc, wl), S._build(sc, wl)
     b["fp"][L.FP_LORA_PAD_BYTES] = 1e15
@@ -113,7 +114,7 @@ AUTO_CASES = {
 @pytest.mark.parametrize("case", list(AUTO_CASES))
 def test_auto_equals_none_bit_for_bit(case):
     preset, kw = AUTO_CASES[case]
-    sc = Scenario.from_preset(preset, **kw)
+    sc = legacy_preset(preset, **kw)
     assert sc.lora_rank_padding == "auto"
     _states_equal(_run(sc), _run(sc.replace(lora_rank_padding="none")))
 
@@ -139,7 +140,7 @@ def test_equal_ranks_every_mode_gives_the_same_run(case):
     """With one rank, padding to the batch's or the configured largest adapter is padding to every adapter's own
     size: the same step times, bit for bit (the sums are of integer-valued floats, exact)."""
     preset, kw = EQUAL_CASES[case]
-    sc = Scenario.from_preset(preset, **kw)
+    sc = legacy_preset(preset, **kw)
     assert len(set(sc.ranks())) == 1
     ref = _run(sc.replace(lora_rank_padding="none"))
     assert ref["S_i"][L.SI_STEPS] > 0
@@ -148,7 +149,7 @@ def test_equal_ranks_every_mode_gives_the_same_run(case):
 
 
 def test_equal_ranks_fleet_results_equal():
-    sc = Scenario.from_preset("default", num_replicas=3, router="lora_affinity", arrival_rate_rps=30.0,
+    sc = legacy_preset("default", num_replicas=3, router="lora_affinity", arrival_rate_rps=30.0,
                               duration_s=20.0, warmup_s=2.0)
     ref = simulate(sc.replace(lora_rank_padding="none"))
     for mode in MODES[1:]:
@@ -156,7 +157,7 @@ def test_equal_ranks_fleet_results_equal():
 
 
 def test_fixed_service_has_no_lora_cost_to_pad():
-    sc = Scenario.from_preset("default", service_mode="fixed", adapter_ranks=(8, 64), duration_s=20.0, warmup_s=2.0)
+    sc = legacy_preset("default", service_mode="fixed", adapter_ranks=(8, 64), duration_s=20.0, warmup_s=2.0)
     ref = _run(sc.replace(lora_rank_padding="none"))
     for mode in MODES[1:]:
         _states_equal(ref, _run(sc.replace(lora_rank_padding=mode)))
@@ -164,7 +165,7 @@ def test_fixed_service_has_no_lora_cost_to_pad():
 
 def test_mixed_ranks_change_the_run():
     """Not vacuous: with ranks 8..64 the padded modes give other step times."""
-    sc = Scenario.from_preset("default", strategy="vllm", adapter_ranks=(8, 16, 32, 64), duration_s=30.0,
+    sc = legacy_preset("default", strategy="vllm", adapter_ranks=(8, 16, 32, 64), duration_s=30.0,
                               warmup_s=3.0)
     t = {m: simulate(sc.replace(lora_rank_padding=m)).summary["tpot_mean_ms"] for m in MODES}
     assert t["none"] < t["batch_max"] <= t["max_rank"]
@@ -290,7 +291,7 @@ FAST_CASES = {
 @pytest.mark.parametrize("case", list(FAST_CASES))
 def test_decode_runs_equal_the_step_by_step_reference_with_padding(case, mode):
     preset, kw = FAST_CASES[case]
-    a, b = _both(Scenario.from_preset(preset, lora_rank_padding=mode, **kw))
+    a, b = _both(legacy_preset(preset, lora_rank_padding=mode, **kw))
     _assert_same(a, b)
     assert a["S_i"][L.SI_STEPS] > 0
 

@@ -190,8 +190,8 @@ def test_summary_matches_the_reference_on_random_scenarios(sc):
 
 
 @pytest.mark.parametrize("preset,kw", [
-    ("default", dict(duration_s=20.0, warmup_s=4.0)),
-    ("default", dict(strategy="slora", duration_s=15.0, warmup_s=3.0, arrival_rate_rps=60.0, drain_s=0.5,
+    ("default", dict(duration_s=40.0, warmup_s=4.0)),
+    ("default", dict(strategy="slora", duration_s=15.0, warmup_s=3.0, arrival_rate_rps=25.0, drain_s=0.5,
                      length_dist="lognormal", frontend_ms=5.0, slo_ttft_ms=80.0)),
     ("seed1-rtx3090", dict(duration_s=10.0, warmup_s=2.0, max_in_system=40, host_warm=False)),
     ("vllm-llama31-8b", dict(duration_s=20.0, warmup_s=4.0)),

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from legacy import legacy_preset
 
 from engine import Scenario, simulate
 from engine.planner import GPU_PRICES_USD_PER_HOUR, SLO_METRICS, check_slo, cost_per_mtok_usd, plan
@@ -34,7 +35,7 @@ SMALL = dict(duration_s=60.0, warmup_s=5.0, drain_s=30.0, arrival_rate_rps=10.0,
 
 
 def small() -> Scenario:
-    return Scenario.from_preset("default", **SMALL)
+    return legacy_preset("default", **SMALL)
 
 
 @pytest.mark.parametrize("t_ms", [3.0, 6.0])
@@ -200,7 +201,7 @@ def test_invalid_base_and_work_bound():
     with pytest.raises(ValueError, match="arrival_process: invalid value 'closed'"):
         plan(small().replace(arrival_process="closed"), {"ttft_p99_ms": 1}, {})
     with pytest.raises(ValueError, match="trace: invalid value 'azure-code-2023' for objective 'max_rate'"):
-        plan(Scenario.from_preset("azure-code-2023"), {"ttft_p99_ms": 1}, {})
+        plan(legacy_preset("azure-code-2023"), {"ttft_p99_ms": 1}, {})
     with pytest.raises(ValueError, match="configurations; allowed: at most"):
         plan(small(), {"ttft_p99_ms": 1}, {"max_batch_size": list(range(1, 300))})
 

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 import pytest
+from legacy import legacy_preset
 
 from engine import MAX_REPLICAS, ROUTERS, Scenario, simulate
 from engine.planner import GPU_PRICES_USD_PER_HOUR, MAX_REPLICAS_SEARCH, OBJECTIVES, plan, plan_summary
@@ -106,7 +107,7 @@ def _fake(monkeypatch, passes):
 @pytest.mark.parametrize("start", [None, 1, 4, 16])
 def test_search_finds_the_smallest_passing_count(monkeypatch, need, start):
     seen = _fake(monkeypatch, lambda n: n >= need)
-    sc = Scenario.from_preset("default", num_adapters=50)
+    sc = legacy_preset("default", num_adapters=50)
     r = search_mod.min_replicas(sc, {"ttft_p99_ms": 1.0}, start=start)
     assert r.value == need and r.summary == {"n": need}
     assert need == 1 or need - 1 in seen  # a crossing: the count below was probed and failed
@@ -117,12 +118,12 @@ def test_search_finds_the_smallest_passing_count(monkeypatch, need, start):
 
 def test_search_start_near_the_answer_takes_two_probes(monkeypatch):
     seen = _fake(monkeypatch, lambda n: n >= 6)
-    r = search_mod.min_replicas(Scenario.from_preset("default", num_adapters=50), {"ttft_p99_ms": 1.0}, start=6)
+    r = search_mod.min_replicas(legacy_preset("default", num_adapters=50), {"ttft_p99_ms": 1.0}, start=6)
     assert r.value == 6 and seen == [6, 5]
 
 
 def test_search_none_passing_and_non_monotone_noise(monkeypatch):
-    sc = Scenario.from_preset("default", num_adapters=50)
+    sc = legacy_preset("default", num_adapters=50)
     seen = _fake(monkeypatch, lambda n: False)
     r = search_mod.min_replicas(sc, {"ttft_p99_ms": 1.0})
     assert r.value == 0 and r.summary is None and seen == [1, 2, 4, 8, 16] and r.reason == "16 replica(s): fails at 16"
@@ -136,15 +137,15 @@ def test_search_none_passing_and_non_monotone_noise(monkeypatch):
 
 def test_search_cap_follows_the_fleet_bounds(monkeypatch):
     seen = _fake(monkeypatch, lambda n: False)
-    sc = Scenario.from_preset("default", num_adapters=100_000)  # num_replicas x num_adapters <= 1,000,000
+    sc = legacy_preset("default", num_adapters=100_000)  # num_replicas x num_adapters <= 1,000,000
     assert search_mod.replicas_cap(sc) == 10
     r = search_mod.min_replicas(sc, {"ttft_p99_ms": 1.0})
     assert seen == [1, 2, 4, 8, 10] and "the search stops at 10 replicas" in r.reason, (seen, r.reason)
-    assert search_mod.replicas_cap(Scenario.from_preset("default"), 1000) == MAX_REPLICAS
+    assert search_mod.replicas_cap(legacy_preset("default"), 1000) == MAX_REPLICAS
 
 
 def test_probe_queue_cap_is_per_replica():
-    sc = Scenario.from_preset("default", arrival_rate_rps=400.0)
+    sc = legacy_preset("default", arrival_rate_rps=400.0)
     one = search_mod.probe_cap(sc, {"ttft_p99_ms": 500.0})
     four = search_mod.probe_cap(sc.replace(num_replicas=4), {"ttft_p99_ms": 500.0})
     assert one == sc.max_batch_size + 800 and four == sc.max_batch_size + 200
@@ -155,7 +156,7 @@ SMALL = dict(duration_s=60.0, warmup_s=5.0, drain_s=30.0, num_adapters=50)
 
 
 def test_higher_rate_never_needs_fewer_replicas_and_costs_add_up():
-    sc = Scenario.from_preset("default", **SMALL, router="least_loaded")
+    sc = legacy_preset("default", **SMALL, router="least_loaded")
     res = plan(sc, {"ttft_p99_ms": 400.0}, {"arrival_rate_rps": [10.0, 40.0, 80.0]}, replications=2,
                objective="min_replicas", workers=1)
     t = res.table.set_index("arrival_rate_rps")
@@ -170,7 +171,7 @@ def test_higher_rate_never_needs_fewer_replicas_and_costs_add_up():
 
 
 def test_faster_gpu_never_needs_more_replicas():
-    sc = Scenario.from_preset("default", **SMALL, arrival_rate_rps=60.0)
+    sc = legacy_preset("default", **SMALL, arrival_rate_rps=60.0)
     res = plan(sc, {"ttft_p99_ms": 400.0}, {"gpu": ["a10g", "a100-80gb", "h100-80gb"]}, replications=2,
                objective="min_replicas", workers=1)
     n = res.table.set_index("gpu")["replicas_needed_max"]
@@ -182,7 +183,7 @@ def test_faster_gpu_never_needs_more_replicas():
 def test_router_grid_ties_and_the_cheaper_fleet_first():
     # batch_window_ms does not affect naive: the two rows per router are the same simulations (a tie), and
     # between two GPUs that need the same count the cheaper fleet ranks first.
-    sc = Scenario.from_preset("default", **SMALL, arrival_rate_rps=30.0)
+    sc = legacy_preset("default", **SMALL, arrival_rate_rps=30.0)
     res = plan(sc, {"ttft_p99_ms": 400.0}, {"router": ["least_loaded", "lora_affinity"],
                                             "batch_window_ms": [10.0, 30.0]},
                replications=2, objective="min_replicas", workers=1)
@@ -212,7 +213,7 @@ def test_router_grid_ties_and_the_cheaper_fleet_first():
     (dict(max_replicas=True), "max_replicas: invalid value True"),
 ])
 def test_invalid_input_names_the_field_and_the_allowed_values(kw, needle):
-    args = dict(base=Scenario.from_preset("default", **SMALL), slo={"ttft_p99_ms": 400.0}, grid={},
+    args = dict(base=legacy_preset("default", **SMALL), slo={"ttft_p99_ms": 400.0}, grid={},
                 objective="min_replicas")
     args.update(kw)
     with pytest.raises(ValueError) as e:
@@ -223,7 +224,7 @@ def test_invalid_input_names_the_field_and_the_allowed_values(kw, needle):
 
 def test_router_grid_is_checked_for_every_objective():
     with pytest.raises(ValueError, match="grid: field 'router': invalid value 'x'"):
-        plan(Scenario.from_preset("default", **SMALL), {"ttft_p99_ms": 400.0}, {"router": ["x"]})
+        plan(legacy_preset("default", **SMALL), {"ttft_p99_ms": 400.0}, {"router": ["x"]})
 
 
 def test_cli_min_replicas_with_a_router_grid(tmp_path, capsys):
@@ -270,7 +271,7 @@ def test_plan_page_min_replicas_via_the_url():
 
     from app import page_plan
 
-    simulate(Scenario.from_preset("default", duration_s=2.0, warmup_s=0.5, arrival_rate_rps=5.0, num_adapters=8,
+    simulate(legacy_preset("default", duration_s=2.0, warmup_s=0.5, arrival_rate_rps=5.0, num_adapters=8,
                                   hot_set_k=-1, drain_s=5.0))  # compile before the AppTest timeout starts
     at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=60)
     for k, v in {"duration_s": "60", "plan_objective": "min_replicas", "plan_gpus": ["a100-80gb", "h100-80gb"],

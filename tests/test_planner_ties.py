@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 import pytest
+from legacy import legacy_preset
 
 from engine import Scenario
 from engine.planner import OBJECTIVES, VALUE_COLUMNS, plan, plan_summary
@@ -141,7 +142,7 @@ def test_edge_notes_name_an_invalid_suggestion_and_ties_across_the_grid():
 
 # ------------------------------------------------------------------ a real plan
 def small() -> Scenario:
-    return Scenario.from_preset("default", duration_s=60.0, warmup_s=5.0, drain_s=30.0, arrival_rate_rps=10.0,
+    return legacy_preset("default", duration_s=60.0, warmup_s=5.0, drain_s=30.0, arrival_rate_rps=10.0,
                                 num_adapters=50)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from legacy import legacy_preset
 
 from engine import Scenario, presets, simulate
 from engine import calibration as C
@@ -25,7 +26,7 @@ from engine.calibration.readers import (
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures" / "tools"
-BASE = Scenario.from_preset("a100-light", num_adapters=8, hot_set_k=-1, seed=3)
+BASE = legacy_preset("a100-light", num_adapters=8, hot_set_k=-1, seed=3)  # a fixed stated server
 TRUE = {"compute_eff": 0.45, "step_overhead_ms": 5.0}
 PARAMS = ("compute_eff", "step_overhead_ms")
 #: What the user states of the server a file cannot say: a vllm bench serve file is fitted as vLLM, whose own
@@ -323,7 +324,9 @@ def test_sweep_directory_with_held_out_highest_rate(tmp_path):
     d.mkdir()
     _write(d, "vllm-bench-serve", (4.0, 8.0, 12.0), n=120)
     out = tmp_path / "fitted.json"
-    res = _cli("calibrate", "--data", str(d), "--preset", "default", "--set", "num_adapters=8", "--set",
+    base = tmp_path / "base.json"
+    base.write_text(legacy_preset("default").to_json())  # the stated server the runs were written from
+    res = _cli("calibrate", "--data", str(d), "--scenario", str(base), "--set", "num_adapters=8", "--set",
                "hot_set_k=-1", "--set", "seed=3", "--max-loras", "8", "--params", ",".join(PARAMS),
                "--hold-out", "highest-rate",
                "--out", str(out), "--max-nfev", "30")

@@ -39,6 +39,8 @@ from .bands import (
     error_band,
     error_bases,
     profile_errors,
+    scaled_cost,
+    winner_band,
     write_profile_errors,
 )
 from .cases import Case, engine_metrics, error_table, simulate_case, simulate_cases, summarize_errors, typed_values
@@ -150,7 +152,7 @@ __all__ = [
     "CALIBRATED", "FITTED_FIELDS", "Calibration", "CalibrationStatus", "calibration_status",
     # error bases of the planner's band
     "BASES", "BAND_RULE", "PROFILE_ERRORS_CSV", "basis_stats", "calibrated_runs", "profile_errors",
-    "write_profile_errors", "error_bases", "error_band",
+    "write_profile_errors", "error_bases", "error_band", "scaled_cost", "winner_band",
     # validation report
     "TARGETS", "FEASIBILITY_TARGET", "SLORA_PARAMS", "SLORA_TRAIN_SUITES", "VLLM_PARAMS", "VLLM_START",
     "VLLM_MAX_NFEV", "at_bounds", "run_validation",

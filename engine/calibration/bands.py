@@ -397,3 +397,60 @@ def error_band(sc: Scenario, table: pd.DataFrame | None = None) -> dict:
     note += f": ±{100 * max(thr, lat):.0f} % (error basis {bases[0]})."
     return {**out, "basis": bases[0], "bases": bases, "throughput_p90": thr, "latency_p90": lat,
             "band": max(thr, lat), "note": note}
+
+
+SIDES = ("pessimistic", "optimistic")
+
+
+def winner_band(sc: Scenario, strategies, metric: str, higher_is_better: bool, seeds: int = 1,
+                exclude=(), band: float | None = None, run=None) -> dict:
+    """Would the winner of a comparison change inside the cost model's error band (issue 24 item 3)?
+
+    Every strategy of ``strategies`` is simulated on ``sc`` with its cost model ``1 + e`` times slower and
+    ``1 + e`` times faster (``Scenario.cost_scale``, as the planner's band; ``e`` = ``band`` or
+    ``error_band(sc)["band"]``) and as is, on seeds ``sc.seed .. sc.seed + seeds - 1`` (common random numbers);
+    the leader of each side is the best mean of ``metric`` among the strategies not in ``exclude`` (bounds such as
+    the oracle never win).  Returns {"band", "note", "leaders": {side: name}, "values": {side: {name: mean}},
+    "changes": bool, "text"}; with no measured band (NaN) nothing is simulated and "changes" is None.
+    ``run``: the summary function (default ``engine.simulate_summary``)."""
+    from ..sim import simulate_summary
+    run = run or simulate_summary
+    names = list(dict.fromkeys(strategies))
+    if not names:
+        raise ValueError("strategies: empty; allowed: at least one strategy")
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or not 1 <= seeds <= 10:
+        raise ValueError(f"seeds: invalid value {seeds!r}; allowed: an integer in [1, 10]")
+    eb = error_band(sc) if band is None else {"band": float(band), "note": f"a band of {float(band):.0%} given"}
+    e = float(eb["band"])
+    if not math.isfinite(e):
+        return {"band": e, "note": eb["note"], "leaders": {}, "values": {}, "changes": None,
+                "text": f"No measured error band for this scenario ({eb['note']})."}
+    if e < 0:
+        raise ValueError(f"band: invalid value {e!r}; allowed: a fraction >= 0")
+    contenders = [s for s in names if s not in set(exclude)] or names
+    values, leaders = {}, {}
+    for side in ("nominal", *SIDES):
+        base = sc if side == "nominal" else scaled_cost(sc, e, side)
+        values[side] = {s: float(np.mean([run(base.replace(strategy=s, seed=sc.seed + k))[metric]
+                                          for k in range(seeds)])) for s in names}
+        finite = [s for s in contenders if math.isfinite(values[side][s])]
+        pick = max if higher_is_better else min
+        leaders[side] = pick(finite, key=lambda s: values[side][s]) if finite else None
+    changes = len({leaders[s] for s in ("nominal", *SIDES)}) > 1
+    if changes:
+        moved = "; ".join(f"{leaders[s]} if the model is {e:.0%} {'slower' if s == SIDES[0] else 'faster'}"
+                          for s in SIDES if leaders[s] != leaders["nominal"])
+        text = (f"The winner could change inside the cost model's error (±{e:.0%}): {leaders['nominal']} as "
+                f"simulated, {moved}.")
+    else:
+        text = (f"The winner holds inside the cost model's error: {leaders['nominal']} leads with the cost model "
+                f"{e:.0%} slower and {e:.0%} faster too.")
+    return {"band": e, "note": eb["note"], "leaders": leaders, "values": values, "changes": changes,
+            "text": text + f" ({seeds} seed{'s' if seeds > 1 else ''} per side, common random numbers.)"}
+
+
+def scaled_cost(sc: Scenario, e: float, side: str) -> Scenario:
+    """``sc`` with its cost model ``1 + e`` times slower ("pessimistic") or faster ("optimistic"), within
+    ``Scenario.cost_scale``'s range."""
+    f = (1.0 + e) if side == "pessimistic" else 1.0 / (1.0 + e)
+    return sc.replace(cost_scale=min(10.0, max(0.1, sc.cost_scale * f)))

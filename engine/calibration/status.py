@@ -105,10 +105,12 @@ def calibration_status(sc: Scenario) -> CalibrationStatus:
     for name, changed in diffs.items():
         ref = Scenario.from_preset(name)
         if not changed:
+            via = f"the {sc.server} server profile's " if sc.server else ""
             return CalibrationStatus(
-                "transferred", "Uncalibrated (transferred)",
-                f"Cost parameters fitted on {name} ({ref.gpu}, {ref.model}) are used here on {sc.gpu} / "
-                f"{sc.model}: no measurement checks them on this pair.", name)
+                "transferred", f"Transferred ({name})",
+                f"The {via}cost parameters fitted on {name} ({ref.gpu}, {ref.model}) are carried over to {sc.gpu} / "
+                f"{sc.model} through the spec-sheet roofline: no measurement of this pair checks them; the error "
+                "of such a transfer was measured on another pair (engine.calibration.error_band).", name)
     for name, changed in diffs.items():
         c, ref = CALIBRATED[name], Scenario.from_preset(name)
         if sc.gpu == ref.gpu and sc.model == ref.model:

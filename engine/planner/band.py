@@ -35,9 +35,10 @@ def default_band(sc: Scenario) -> dict:
 
 
 def scaled(sc: Scenario, e: float, side: str) -> Scenario:
-    """``sc`` with its cost model ``1 + e`` times slower ("pessimistic") or faster ("optimistic")."""
-    f = (1.0 + e) if side == "pessimistic" else 1.0 / (1.0 + e)
-    return sc.replace(cost_scale=min(10.0, max(0.1, sc.cost_scale * f)))
+    """``sc`` with its cost model ``1 + e`` times slower ("pessimistic") or faster ("optimistic"):
+    ``engine.calibration.scaled_cost``, the What-if band's rule too."""
+    from ..calibration import scaled_cost
+    return scaled_cost(sc, e, side)
 
 
 def run(configs: list, feasible: list[int], objective: str, task_args: Callable[..., tuple], band,

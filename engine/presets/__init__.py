@@ -47,9 +47,11 @@ from .models import (
            weight_bytes,
 )
 from .scenarios import DESCRIPTIONS, HINTS, SCENARIOS
+from .servers import ASSUMED, PROFILES, SERVERS, ServerProfile, follow_profile, preset_fields, profile_fields
 from .units import GIB, MIB
 
 __all__ = ["GPU", "GPUS", "get_gpu", "Model", "MODELS", "MLP_KINDS", "TARGET_MODULES", "get_model", "module_shape",
            "model_modules", "adapter_bytes", "kv_bytes_per_token", "weight_bytes", "register_model",
            "is_preset_model", "model_to_dict", "model_from_dict", "model_from_hf_config", "count_params",
-           "FAMILIES", "HF_PRESET_CONFIGS", "SCENARIOS", "DESCRIPTIONS", "HINTS", "GIB", "MIB"]
+           "FAMILIES", "HF_PRESET_CONFIGS", "SCENARIOS", "DESCRIPTIONS", "HINTS", "GIB", "MIB", "ASSUMED",
+           "PROFILES", "SERVERS", "ServerProfile", "follow_profile", "preset_fields", "profile_fields"]

@@ -24,35 +24,42 @@ SCENARIOS: dict[str, dict] = {
         max_batch_size=32, batch_window_ms=25.0, duration_s=60.0, warmup_s=5.0, gpu_mem_util=1.0,
         reserve_gb=0.3, slo_ttft_ms=50.0, load_mode="sync",
     ),
-    # Default dashboard scenario: the regime the tool exists for.  Llama-2-7B on an A100 80 GB,
-    # roofline service, 200 rank-32 adapters (64 MiB each) under a 1 GiB adapter budget (16 fit), Zipf
-    # 1.0, 16 req/s for 660 s (about 10,200 measured requests); hot_set pins 8 (8 swap slots).  The
-    # budget holds a twelfth of the adapters, so slots and swaps decide the tail: measured (3 seeds,
-    # CRN) p99 TTFT 76 ms for slora, whose unified pool lends idle KV memory to adapters, against
-    # 0.37-1.2 s for the fixed-budget policies (tests/test_default_scenario.py checks the separation).
+    # Default dashboard scenario: the regime the tool exists for, on a server as deployed.  Llama-3.1-8B on an
+    # H100 80 GB served by vLLM (server "vllm": the cost model, batch limits and load path are the vLLM
+    # profile's, presets.servers.PROFILES; fitted on an H100 64 GB with the same model, transferred here: the
+    # status says so, with its measured error).  200 rank-32 adapters on q,k,v,o (54 MiB each) under a 1 GiB
+    # adapter budget, Zipf 1.0, 6 req/s for 660 s (about 3,800 measured requests); hot_set pins 8.  Lengths:
+    # lognormal (CV 1.0) around means of 222 prompt / 194 output tokens, the ShareGPT-like lengths of the real
+    # vLLM runs the profile was fitted to (engine/data/reference/vllm_llama31_8b_multilora_runs.csv): chat
+    # traffic is a mix of short and long requests, not one length (issue 24 item 9).  The budget holds about a
+    # tenth of the adapters, so slots and swaps decide the tail: measured (3 seeds, CRN) p99 TTFT about 85 ms
+    # for slora, whose unified pool lends idle KV memory to adapters, against 0.9-4 s for the fixed-budget
+    # policies (tests/test_default_scenario.py checks the separation).
     "default": dict(
-        gpu="a100-80gb", model="llama-2-7b", vram_budget_gb=1.0, pcie_gbps=25.0, num_adapters=200,
-        adapter_rank=32, zipf_s=1.0, arrival_rate_rps=16.0, prompt_tokens=256, output_tokens=64,
-        max_batch_size=64, duration_s=660.0, warmup_s=30.0, slo_ttft_ms=200.0, service_mode="roofline",
-        gpu_mem_util=0.9, reserve_gb=2.0, load_mode="sync", batch_window_ms=20.0, hot_set_k=8,
+        server="vllm", gpu="h100-80gb", model="llama-3.1-8b", vram_budget_gb=1.0, num_adapters=200,
+        adapter_rank=32, target_modules="qkvo", zipf_s=1.0, arrival_rate_rps=6.0, prompt_tokens=222,
+        output_tokens=194, length_dist="lognormal", length_spread=1.0, duration_s=660.0, warmup_s=30.0,
+        slo_ttft_ms=500.0, batch_window_ms=20.0, hot_set_k=8,
     ),
-    # The dashboard's default up to engine 0.3: the same server lightly loaded - 200 rank-16 adapters
-    # under a 2 GiB budget (64 fit), hot_set pins 48 (16 swap slots).  naive, hot_set and batch are
-    # within 25 % of each other on p99 TTFT (~0.1 s): what light VRAM pressure looks like.
+    # The dashboard's default up to engine 0.3, on the vLLM profile since 0.6: Llama-2-7B on an A100 80 GB
+    # lightly loaded - 200 rank-16 adapters under a 2 GiB budget, 8 req/s, hot_set pins 48.  naive, hot_set and
+    # batch are within 25 % of each other on p99 TTFT (measured about 0.19-0.21 s, 3 seeds): what light VRAM
+    # pressure looks like.  (Up to engine 0.5 it ran an uncalibrated roofline at 20 req/s, which the vLLM profile
+    # does not keep up with: p50 TTFT 10-57 s there.)
     "a100-light": dict(
-        gpu="a100-80gb", model="llama-2-7b", vram_budget_gb=2.0, pcie_gbps=25.0, num_adapters=200,
-        adapter_rank=16, zipf_s=1.0, arrival_rate_rps=20.0, prompt_tokens=256, output_tokens=64,
-        max_batch_size=64, duration_s=600.0, warmup_s=30.0, slo_ttft_ms=200.0, service_mode="roofline",
-        gpu_mem_util=0.9, reserve_gb=2.0, load_mode="sync", batch_window_ms=20.0, hot_set_k=48,
+        server="vllm", gpu="a100-80gb", model="llama-2-7b", vram_budget_gb=2.0, num_adapters=200,
+        adapter_rank=16, target_modules="qkvo", zipf_s=1.0, arrival_rate_rps=8.0, prompt_tokens=256,
+        output_tokens=64, duration_s=600.0, warmup_s=30.0, slo_ttft_ms=200.0, batch_window_ms=20.0, hot_set_k=48,
     ),
 }
 
 #: One-line "try next" hints shown under the What-if verdict when a preset is loaded unchanged.  Each
 #: claim is checked by tests/test_default_scenario.py.
 HINTS: dict[str, str] = {
-    "default": "raise **VRAM budget** to 1.5 GiB (the fixed-budget policies catch up with slora), raise the "
-               "**arrival rate** to 20 req/s (naive's strict FCFS order collapses behind busy slots), or open "
-               "**Plan** for the GPUs and `--max-loras` that meet the SLO.",
+    "default": "raise **VRAM budget** to 2 GiB (the fixed-budget policies catch up with slora), raise the "
+               "**arrival rate** to 8 req/s (naive's strict FCFS order collapses behind busy slots: its median TTFT "
+               "goes to seconds while vllm skips past them), or open **Plan** for the GPUs and `--max-loras` that "
+               "meet the SLO.",
     "a100-light": "little separates the policies under light VRAM pressure: switch the preset to **default** "
                   "(rank-32 adapters under a 1 GiB budget) to see slots and swaps decide the tail.",
 }
@@ -265,15 +272,18 @@ TRACES: dict[str, dict] = {
                     "tokens, up to 7,437; outputs mean 28, up to 1,899)"),
 }
 
-# The two trace presets: the default scenario's GPU, model and adapters (Llama-2-7B on an A100 80 GB, 200
-# rank-16 adapters, Zipf 1.0) replaying the first 600 s of a trace (duration_s, 30 s warm-up) at its real
+# The two trace presets: the default scenario's server, GPU and model (vLLM profile, Llama-3.1-8B on an H100
+# 80 GB; up to engine 0.5 a100-light's, whose A100 the vLLM profile saturates with these long prompts) with
+# a100-light's adapters (200 rank-16 on q,k,v,o under 2 GiB, hot_set pins 48, Zipf 1.0) replaying the first 600 s of a trace (duration_s, 30 s warm-up) at its real
 # rate (trace_time_scale 1: 2,867 conversation / 1,482 coding requests).  The workload fields below are not
 # used while ``trace`` is set; they describe a smooth stand-in with the same 600 s means (Poisson arrivals,
 # lognormal lengths with the window's means and its prompts' CV as length_spread, which serves prompts and
 # outputs alike), which runs when ``trace`` is set to "" -- the
 # comparison shows what the real burstiness and length mix do.  The conversation trace holds a
 # 14,050-token prompt (at 1,109 s, in the window from trace_time_scale 1.85): max_batched_tokens 16384
-# (vLLM's default without chunked prefill for a 16k context) keeps every time scale valid.
+# (vLLM's default without chunked prefill for a 16k context; the one profile field these presets decide) keeps
+# every time scale valid for the strategies that do not chunk prompts.  Measured (seed 0, vllm): conversation
+# p99 TTFT 0.56 s replayed against 0.42 s for its smooth stand-in; coding 30 s against 0.7 s (its bursts).
 _TRACE_STANDINS = {
     "azure-conv-2023": dict(arrival_rate_rps=4.78, prompt_tokens=1147, output_tokens=260,
                             length_spread=0.85, max_batched_tokens=16384),
@@ -281,7 +291,8 @@ _TRACE_STANDINS = {
                             length_spread=0.97),
 }
 for _name, _standin in _TRACE_STANDINS.items():
-    SCENARIOS[_name] = {**SCENARIOS["a100-light"], "arrival_process": "poisson", "length_dist": "lognormal",
+    SCENARIOS[_name] = {**SCENARIOS["default"], "vram_budget_gb": 2.0, "adapter_rank": 16, "hot_set_k": 48,
+                        "slo_ttft_ms": 200.0, "duration_s": 600.0, "arrival_process": "poisson", "length_dist": "lognormal",
                         **_standin, "trace": _name, "trace_time_scale": 1.0}
 
 #: One line per scenario preset (``python -m engine presets``; at most 100 characters), written from each preset's
@@ -289,9 +300,8 @@ for _name, _standin in _TRACE_STANDINS.items():
 DESCRIPTIONS: dict[str, str] = {
     "seed1-rtx3090": "Simulator seed: LLaMA-7B, RTX 3090, 500 ~100 MB adapters in a 10 GB budget, stated per-token "
                      "times",
-    "default": "Llama-2-7B on an A100 80 GB, 200 rank-32 adapters in a 1 GiB budget, 16 req/s: swaps decide the "
-               "tail",
-    "a100-light": "The default's server lightly loaded: 200 rank-16 adapters in a 2 GiB budget, 20 req/s",
+    "default": "vLLM profile, Llama-3.1-8B on an H100 80 GB, 200 rank-32 adapters in 1 GiB, 6 req/s: swaps decide",
+    "a100-light": "vLLM profile: Llama-2-7B on an A100 80 GB, 200 rank-16 adapters in a 2 GiB budget, 8 req/s",
     "kv-qwen2-0.5b-heavy": "LoRA/KV bench: Qwen2-0.5B on an A10G, adapters and KV in one contiguous arena, uniform "
                            "lengths",
     "kv-qwen2-0.5b-heavy_mixed": "As kv-qwen2-0.5b-heavy with lognormal lengths (CV 1.0), which fragment the arena",
@@ -309,6 +319,8 @@ DESCRIPTIONS: dict[str, str] = {
                                       "roofline",
     "seed3-llama31-8b-80gb-calibrated": "That roofline with lora_ms_per_adapter and step_overhead_ms fitted to 3 "
                                         "published points",
-    "azure-conv-2023": "a100-light's server replaying 600 s of the Azure 2023 conversation trace at its real rate",
-    "azure-code-2023": "a100-light's server replaying 600 s of the Azure 2023 coding trace (bursty, short outputs)",
+    "azure-conv-2023": "The default's server, 200 rank-16 adapters, replaying 600 s of the Azure 2023 conversation "
+                       "trace",
+    "azure-code-2023": "The default's server, 200 rank-16 adapters, replaying 600 s of the Azure 2023 coding trace "
+                       "(bursty)",
 }

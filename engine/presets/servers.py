@@ -1,11 +1,21 @@
-"""The vLLM server as the simulation runs it by default (issue 24): its API server's batch limits per GPU
-(``VLLM_BATCH_DEFAULTS``, read from vLLM's argument parser: tests/fixtures/server_flags.json) and its simulated
-configuration and cost start values (``vllm_server_fields``: the vLLM fit, ``VLLM_FITTED_PRESET``). Model layer:
-the calibration (fitting a ``vllm bench serve`` file as vLLM) and the planner (``planner.Deployment``) read it."""
+"""Server profiles (issue 24): what a serving engine does on a GPU with a model, apart from any workload.
+
+A **profile** (``PROFILES``) carries the server's fitted cost parameters (those of the calibrated preset it was
+fitted as, ``fitted_as``), its own configuration defaults (vLLM's API-server batch limits per GPU,
+``VLLM_BATCH_DEFAULTS``, read from vLLM's argument parser: tests/fixtures/server_flags.json; memory utilisation;
+chunked prefill; KV allocation; load path), what the simulation assumes beyond it (``ASSUMED``, each with its
+source) and where the numbers come from.  A scenario that names its ``server`` takes every one of these fields
+from the profile (``profile_fields``), whatever preset it started from: a workload preset naming a server states
+only the workload and the decisions (``preset_fields``; tests/test_server_profiles.py).  On the GPU and model it
+was fitted on a profile is *calibrated*; elsewhere its fitted values are carried over through the spec-sheet
+roofline (*transferred*), with the measured transfer error (``engine.calibration.error_band``).  Model layer:
+the scenario, the calibration (fitting a ``vllm bench serve`` file as vLLM) and the planner read it."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from .gpus import GPUS, get_gpu
-from .scenarios import SCENARIOS
+from .scenarios import SCENARIOS, SEED3_DISK_TO_CPU_MS
 
 #: vLLM's API-server (``vllm serve``) batch defaults per GPU: (the GPU, memory at least GiB, A100s excluded,
 #: max_num_seqs, max_num_batched_tokens); the first row that matches applies.  Source: the notes on
@@ -47,11 +57,11 @@ VLLM_FITTED_PRESET = "vllm-llama31-8b"
 #: The fitted cost fields the vLLM server carries (``max_in_system`` is the benchmark client's, not the server's).
 VLLM_COST_FIELDS = ("compute_eff", "bw_eff", "step_overhead_ms", "lora_ms_per_adapter", "lora_ms_per_slot",
                     "lora_us_per_token_slot", "frontend_ms")
-#: vLLM's simulated configuration: its scheduling, KV on demand with recompute preemption, chunked prefill
-#: (V1's default), synchronous adapter loads, gpu_memory_utilization 0.9 (as in the fitted runs), the measured
+#: vLLM's simulated configuration: its scheduling, a paged KV cache grown on demand with recompute preemption,
+#: chunked prefill (V1's default), synchronous adapter loads, gpu_memory_utilization 0.9 (as in the fitted runs), the measured
 #: activation latency (6 ms + bytes over the link: engine/data/reference/vllm_lora_load_times.csv).
-VLLM_CONFIG = dict(strategy="vllm", kv_reservation="on_demand", chunked_prefill="auto", load_mode="sync",
-                   memory_mode="static", gpu_mem_util=0.9, load_latency_ms=6.0)
+VLLM_CONFIG = dict(strategy="vllm", kv_reservation="on_demand", kv_allocator="paged", chunked_prefill="auto",
+                   load_mode="sync", memory_mode="static", gpu_mem_util=0.9, load_latency_ms=6.0)
 
 
 def vllm_server_fields(gpu: str) -> dict:
@@ -61,3 +71,107 @@ def vllm_server_fields(gpu: str) -> dict:
     fit = SCENARIOS[VLLM_FITTED_PRESET]
     return {**VLLM_CONFIG, "max_batch_size": seqs, "max_batched_tokens": tokens, "pcie_gbps": GPUS[gpu].pcie_gbps,
             **{f: fit[f] for f in VLLM_COST_FIELDS}}
+
+
+#: The cost fields a profile sets: the cost model and the fitted ones (``max_in_system``, a property of the
+#: benchmark's client in the overloaded runs, is not part of a server).  ``COST_DEFAULTS``: Scenario's defaults of
+#: those a fitted preset may leave unstated (tests/test_server_profiles.py checks them against Scenario).
+COST_FIELDS = ("service_mode", "cost_model", *VLLM_COST_FIELDS)
+COST_DEFAULTS = dict(service_mode="roofline", cost_model="roofline", compute_eff=0.6, bw_eff=0.8,
+                     step_overhead_ms=0.5, lora_ms_per_adapter=0.0, lora_ms_per_slot=0.0, lora_us_per_token_slot=0.0,
+                     frontend_ms=0.0)
+
+
+@dataclass(frozen=True)
+class ServerProfile:
+    name: str                      # the server ("vllm", "slora")
+    label: str
+    fitted_as: str                 # the calibrated preset whose fitted cost fields this profile carries
+    strategy: str                  # the scheduling the server runs (engine.policies.STRATEGIES)
+    config: dict = field(default_factory=dict)   # the server's own defaults the simulation runs with
+    source: str = ""
+
+    @property
+    def fitted_on(self) -> tuple[str, str]:
+        p = SCENARIOS[self.fitted_as]
+        return p["gpu"], p["model"]
+
+    def cost(self) -> dict:
+        return {f: SCENARIOS[self.fitted_as].get(f, COST_DEFAULTS[f]) for f in COST_FIELDS}
+
+    def server_config(self, gpu: str) -> dict:
+        cfg = dict(self.config)
+        if self.name == "vllm":
+            seqs, tokens, _ = vllm_batch_defaults(gpu)
+            cfg.update(max_batch_size=seqs, max_batched_tokens=tokens)
+        return cfg
+
+
+PROFILES: dict[str, ServerProfile] = {
+    "vllm": ServerProfile(
+        "vllm", "vLLM ~0.8.5 (V1 engine)", VLLM_FITTED_PRESET, VLLM_CONFIG["strategy"],
+        config={k: v for k, v in VLLM_CONFIG.items() if k != "strategy"},
+        source="fitted to 30 of 163 real vLLM runs (Llama-3.1-8B, an H100 64 GB, unverified; engine/data/reference/"
+               "vllm_llama31_8b_multilora_runs.csv), checked on 101 held out (docs/validation.md); batch limits: "
+               "vLLM's API-server defaults per GPU (presets.servers.VLLM_BATCH_DEFAULTS); gpu_memory_utilization "
+               "0.9 as in those runs"),
+    "slora": ServerProfile(
+        "slora", "S-LoRA (unified pool, asynchronous prefetch)", "slora-a10g-s1", "slora",
+        config=dict(gpu_mem_util=0.9, memory_mode="unified", load_mode="async", kv_reservation="full", kv_allocator="paged",
+                    chunked_prefill="auto", vram_budget_gb=0.0,
+                    max_batch_size=SCENARIOS["slora-a10g-s1"]["max_batch_size"],
+                    max_batched_tokens=SCENARIOS["slora-a10g-s1"]["max_batched_tokens"]),
+        source="fitted to S-LoRA's own S1 runs on an A10G 24 GB (llama-7b; engine/data/reference/"
+               "slora_s1_results.csv), checked on its held-out runs (docs/validation.md)"),
+}
+#: Scenario.server's values: "" = the scenario states its own cost model and server settings (a reproduction
+#: of a source's or a benchmark's setup), else a profile.
+SERVERS = ("", *PROFILES)
+
+#: What a server-named scenario assumes beyond the profile: field -> (value or "gpu", source).
+ASSUMED = {
+    "pcie_gbps": ("gpu", "the GPU preset's practical host-to-device bandwidth (engine/presets/gpus.py)"),
+    "reserve_gb": (5.0, "activations and CUDA graphs, as in the vLLM fit (calibration.vllm_feasibility)"),
+    "disk_latency_ms": (46.76, f"vLLM's measured repeat read of a rank-16 adapter, {SEED3_DISK_TO_CPU_MS:.2f} ms "
+                               "in all (engine/data/reference/vllm_lora_load_times.csv)"),
+    "disk_gbps": (0.3686, "the per-byte rate of the same measurements' rank sweep"),
+    "host_warm": (True, "adapters registered at start (--lora-modules): in host memory from the start"),
+    "kv_block_tokens": (16, "both servers page the KV cache in 16-token blocks on CUDA"),
+}
+
+
+def profile_fields(server: str, gpu: str) -> dict:
+    """The scenario fields a ``server`` profile sets on ``gpu``: ``ASSUMED``, the fitted cost fields and the
+    server's configuration there (not its strategy: a decision), and ``server`` itself."""
+    if server not in PROFILES:
+        raise ValueError(f"server: invalid value {server!r}; allowed: {', '.join(PROFILES)}")
+    g = get_gpu(gpu)
+    assumed = {k: (g.pcie_gbps if v == "gpu" else v) for k, (v, _) in ASSUMED.items()}
+    p = PROFILES[server]
+    return {**assumed, **p.cost(), **p.server_config(gpu), "server": server}
+
+
+def preset_fields(name: str) -> dict:
+    """A preset's scenario fields: those it states over, if it names a ``server``, that profile's fields on
+    its GPU (a workload preset states no profile field: tests/test_server_profiles.py)."""
+    p = SCENARIOS[name]
+    if not p.get("server"):
+        return dict(p)
+    return {**profile_fields(p["server"], p["gpu"]), **p}
+
+
+def follow_profile(d: dict, base: dict, keep=()) -> dict:
+    """``d`` (a scenario dict built over ``base``) with the profile fields that ``base`` took from its server's
+    profile re-resolved for ``d``'s server and GPU: a GPU or server changed in the sidebar brings that server's
+    limits on that GPU, while a field ``base`` set apart from its profile (an uploaded scenario's override) and
+    the fields in ``keep`` (set by the user's controls) stay.  Unchanged if ``d`` names no server."""
+    srv = d.get("server") or ""
+    if not srv:
+        return d
+    old_srv, old_gpu = base.get("server") or "", base.get("gpu", d["gpu"])
+    was = profile_fields(old_srv, old_gpu) if old_srv in PROFILES else {}
+    out = dict(d)
+    for k, v in profile_fields(srv, d["gpu"]).items():
+        if k not in keep and (not was or k not in base or base[k] == was.get(k)):
+            out[k] = v
+    return out
