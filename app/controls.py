@@ -216,7 +216,8 @@ def _rate_note(ctx: Ctx, v: float) -> str:
 
 CONTROLS: list[Control] = [
     Control(PRESET_KEY, "Scenario preset", "Starting point for every control below (engine.presets.SCENARIOS). "
-            "'default': Llama-2-7B on an A100 80 GB; 'seed1-rtx3090': the source simulator's RTX 3090 setup. "
+            "'default': vLLM serving Llama-3.1-8B on an H100 80 GB; 'seed1-rtx3090': the source simulator's RTX 3090 "
+            "setup. "
             "Changing it resets the controls to the preset's values.", "Preset", "select", str,
             options=lambda ctx: list(presets.SCENARIOS), default=lambda ctx: DEFAULT_PRESET),
     Control(STRATEGY_KEY, "Strategies to compare", "Scheduling and caching policies simulated side by side on "
@@ -1290,15 +1291,18 @@ def show_calibration(sc: Scenario) -> None:
              help=status.detail + extra + " The Validation page has the per-run errors.")
 
 
-def show_header(state: AppState, title: str, subtitle: str | None = None, help: str | None = None) -> None:
-    """Page title, the scenario's conditions, link warnings and run notes."""
+def show_header(state: AppState, title: str, subtitle: str | None = None, help: str | None = None,
+                badge: bool = True) -> None:
+    """Page title, the scenario's conditions, link warnings and run notes; ``badge``: the sidebar scenario's
+    calibration badge (a page that plans another scenario, the Plan page's form, shows that one's instead)."""
     st.title(title, anchor=False, help=help)
     if subtitle:
         st.markdown(subtitle)
     show_url_issues()
     if state.scenario is not None:
         st.caption(conditions(state.scenario))
-        show_calibration(state.scenario)
+        if badge:
+            show_calibration(state.scenario)
     for n in state.notes:
         st.info(n, icon=":material/speed:")
     if state.override_fields:

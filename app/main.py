@@ -13,6 +13,7 @@ directory to keep in step.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,8 @@ class PageSpec:
     url_path: str
     #: Uses the shared scenario: the sidebar shows its controls and the share link.
     scenario: bool
+    #: Runs the simulator (so waits for its first compile); the pages that only read documents do not.
+    simulates: bool = True
 
 
 #: Navigation order; the first one is the home page.
@@ -57,10 +60,10 @@ PAGES: list[PageSpec] = [
     PageSpec(page_crossover.render, "Crossover", ":material/grid_view:", "crossover", True),
     PageSpec(page_plan.render, "Plan", ":material/target:", "plan", True),
     PageSpec(page_fleet.render, "Fleet", ":material/dns:", "fleet", True),
-    PageSpec(page_findings.render, "Findings", ":material/lightbulb:", "findings", False),
+    PageSpec(page_findings.render, "Findings", ":material/lightbulb:", "findings", False, simulates=False),
     PageSpec(page_validation.render, "Validation", ":material/fact_check:", "validation", False),
     PageSpec(page_kv.render, "KV interference", ":material/memory_alt:", "kv_interference", False),
-    PageSpec(page_model.render, "Model", ":material/menu_book:", "model", False),
+    PageSpec(page_model.render, "Model", ":material/menu_book:", "model", False, simulates=False),
 ]
 BY_PATH = {p.url_path: p for p in PAGES}
 
@@ -84,12 +87,7 @@ if spec.scenario:
     # (one history entry) rather than without it (see controls.restore_url).
     controls.restore_url()
 controls.sanitize_url_once(spec.scenario)
-with st.spinner("Warming up the simulator (first start compiles its kernels, about 10 s)..."):
-    try:
-        runner.warmup()
-    except Exception as e:  # the engine itself is broken: say so instead of a bare traceback
-        st.error(f"The simulation engine failed to start ({type(e).__name__}: {e}).", icon=":material/error:")
-        st.stop()
+warm = runner.warmup_future()  # started by the first session; the sidebar is drawn while it compiles
 # Pages that ignore the shared scenario get no controls (they would do nothing there) and no
 # scenario share link (their URL is enough); controls.py ("Persistence") keeps the scenario
 # for the next page that uses it.
@@ -102,6 +100,21 @@ else:
     st.sidebar.caption(f"This page does not use the scenario controls: they are on the {', '.join(others)} and "
                        f"{last} pages, which keep what you set there.")
 st.sidebar.caption(f"LoRA What-If · engine {ENGINE_VERSION}")
+if not warm.done() and spec.simulates:
+    # A fresh install compiles the simulator's kernels once (Numba; then they load from its cache in a second):
+    # say so, with the time it has taken, while the controls above stay usable.
+    with st.status("Compiling the simulator's kernels for this machine (once per install; later starts load "
+                   "them in about a second)...", expanded=True) as box:
+        note = st.empty()
+        while not warm.done():
+            note.caption(f"{time.time() - warm.started_at:.0f} s so far; on a 2-core machine this takes 15-30 s. "
+                         "The results appear here when it is done.")
+            time.sleep(0.5)
+        box.update(label="The simulator is ready.", state="complete", expanded=False)
+if warm.done() and warm.exception() is not None:  # the engine itself is broken: say so, not a bare traceback
+    e = warm.exception()
+    st.error(f"The simulation engine failed to start ({type(e).__name__}: {e}).", icon=":material/error:")
+    st.stop()
 page.run()
 if spec.scenario:
     # After the page: its own URL-bound settings (e.g. What-if's replications) are in the link too.

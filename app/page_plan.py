@@ -446,7 +446,8 @@ def band_arg(band: str):
 def form_prefill(sc: Scenario | None) -> dict:
     """The form's first values: what the scenario states (``Deployment.from_scenario``; the engine's defaults if
     there is none), the page's SLO and objective defaults.  Control key -> value."""
-    server = "slora" if sc is not None and sc.strategy == "slora" else "vllm"
+    server = (sc.server if sc is not None and sc.server in planner.PROFILES else
+              "slora" if sc is not None and sc.strategy == "slora" else "vllm")
     d = planner.Deployment() if sc is None else planner.Deployment.from_scenario(sc, server)
     ml = sorted({*DEFAULT_D_MAX_LORAS, *([d.max_loras] if d.max_loras >= 1 else [])})
     return {K_D_SERVER: server, K_D_MODEL: d.model, K_D_GPUS: [d.gpu], K_D_ADAPTERS: d.num_adapters,
@@ -1196,19 +1197,22 @@ def _mode() -> str:
 
 def render() -> None:
     state = controls.current()
+    mode = _mode()
     controls.show_header(state, "Plan", "The inverse question: which GPU, `--max-loras` and policy serve your "
                          "traffic within an SLO, and at what cost? Each candidate configuration is searched for its "
                          "largest SLO-meeting arrival rate (or adapter count, or its fewest replicas), ranked with "
                          "ties inside the noise, again with the cost model as far off as it is known to be (the "
-                         "error band), and the winner comes with vLLM and SGLang command lines.")
+                         "error band), and the winner comes with vLLM and SGLang command lines.",
+                         badge=mode != MODE_DEPLOYMENT)
     ss = st.session_state
-    mode = _mode()
     run = False
     if mode == MODE_DEPLOYMENT:
         if state.error:
             st.caption("The sidebar's scenario cannot be simulated, so the form started from the engine's "
                        "defaults; it does not need the sidebar.")
         inputs, why, run = _deployment_form(state)
+        if inputs is not None:  # the badge of what the form plans (its server's profile on its first GPU)
+            controls.show_calibration(Scenario.from_json(inputs.base_json))
     else:
         if state.error:
             st.error(f"This scenario cannot be simulated. {state.error}", icon=":material/error:")

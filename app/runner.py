@@ -48,13 +48,33 @@ MAX_UPLOAD_MB = 20
 MAX_GRID_REQUESTS = 2_500_000
 
 
-@st.cache_resource(show_spinner=False)
-def warmup() -> float:
-    """Compile (or load from Numba's cache) the engine's kernels once per process."""
+def _warm() -> float:
     t = time.perf_counter()
     simulate(Scenario.from_preset("default", duration_s=2.0, warmup_s=0.5, arrival_rate_rps=5.0,
                                   num_adapters=8, hot_set_k=-1, drain_s=5.0))
     return time.perf_counter() - t
+
+
+@st.cache_resource(show_spinner=False)
+def warmup_future() -> Future:
+    """Compile (or load from Numba's cache) the engine's kernels once per process, on a background thread
+    started by the first session: that session's page (its sidebar, its controls) is drawn meanwhile, and every
+    session waits on the same Future before it simulates (Numba compiles a function once, under its lock)."""
+    fut: Future = Future()
+    fut.started_at = time.time()  # type: ignore[attr-defined]
+
+    def work() -> None:
+        try:
+            fut.set_result(_warm())
+        except BaseException as e:  # noqa: BLE001 (the page reports it)
+            fut.set_exception(e)
+    threading.Thread(target=work, name="engine-warmup", daemon=True).start()
+    return fut
+
+
+def warmup() -> float:
+    """Block until the kernels are ready (``warmup_future``); the warm-up's seconds."""
+    return warmup_future().result()
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

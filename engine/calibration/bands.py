@@ -9,8 +9,9 @@ Four bases, each a set of runs with a measured and a simulated value per metric:
   split "held-out");
 * ``transferred:slora-a10g->a100``: the A10G fit (``slora-a10g-s1``'s ``FITTED_FIELDS``) simulated on the S-LoRA
   A100 80 GB runs: a fit carried to another GPU through the spec-sheet roofline, against measurements;
-* ``uncalibrated:roofline-on-vllm``: the ``default`` preset's cost fields (the engine's default roofline, no
-  front-end or LoRA terms, no cap on requests in the server) simulated on all the vLLM runs.
+* ``uncalibrated:roofline-on-vllm``: the engine's default cost fields (``Scenario()``'s: the default roofline, no
+  front-end or LoRA terms, no cap on requests in the server; the ``default`` preset's up to engine 0.5)
+  simulated on all the vLLM runs.
 
 Per (basis, metric): runs with a finite relative error, runs dropped (non-finite), MAPE, median, 90th
 percentile (numpy's linear interpolation) and worst |simulated / measured - 1|, and the share of runs the
@@ -55,7 +56,7 @@ BASES: dict[str, str] = {
     TRANSFER: "the A10G fit's cost parameters (slora-a10g-s1) simulated, unchanged, on the S-LoRA runs measured "
               "on an A100 80 GB: a fit carried to another GPU through the spec-sheet roofline, which is what a "
               "'transferred' profile does.",
-    UNCAL: "the default preset's cost model (the engine's default roofline: compute_eff, bw_eff, step_overhead_ms "
+    UNCAL: "the engine's default cost model (Scenario()'s roofline: compute_eff, bw_eff, step_overhead_ms "
            "and no front-end, LoRA or admission terms) on all the vLLM runs, nothing fitted to them: the error "
            "of an 'uncalibrated' scenario.",
 }
@@ -152,13 +153,13 @@ def transfer_runs(quick: bool = False, log=print) -> pd.DataFrame:
 
 def uncalibrated_runs(cases: list[Case] | None = None, quick: bool = False, log=print) -> pd.DataFrame:
     """``UNCAL``'s per-run error table: the vLLM runs (``cases``, default all of ``vllm_cases()``: the real
-    3600 s window, as the validation; ``quick``: its 4-run subset) simulated with the ``default`` preset's
+    3600 s window, as the validation; ``quick``: its 4-run subset) simulated with the engine's default
     fitted fields; every other field as ``vllm_cases`` sets it.  Every run counts (nothing was fitted to them)."""
     if cases is None:
         cases = vllm_cases(duration_s=3600.0, warmup_s=0.0)
         if quick:
             cases = [c for c in cases if c.info["offered_rps"] <= 2.0][:4]
-    cases = _with_costs(cases, _cost_fields("default"))
+    cases = _with_costs(cases, {f: getattr(Scenario(), f) for f in FITTED_FIELDS})  # the engine's defaults
     log(f"error bases: {UNCAL}: {len(cases)} vLLM runs with the default roofline")
     t = error_table(cases, simulate_cases(cases))
     # the vLLM fit's split (report._vllm_train), for reading only: every run counts here
