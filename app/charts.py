@@ -123,8 +123,9 @@ def _cap(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _sorted_strategies(names: Iterable[str]) -> list[str]:
+    names = list(dict.fromkeys(pd.unique(names) if isinstance(names, pd.Series) else names))  # a column: once each
     dom = strategy_domain(names)
-    return sorted(set(names), key=dom.index)
+    return sorted(names, key=dom.index)
 
 
 # ------------------------------------------------------------------- TTFT CDF

@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +101,8 @@ else:
     st.sidebar.caption(f"This page does not use the scenario controls: they are on the {', '.join(others)} and "
                        f"{last} pages, which keep what you set there.")
 st.sidebar.caption(f"LoRA What-If · engine {ENGINE_VERSION}")
+if spec.simulates:
+    wait([warm], timeout=2.0)  # a filled cache loads the kernels in well under that: no message then
 if not warm.done() and spec.simulates:
     # A fresh install compiles the simulator's kernels once (Numba; then they load from its cache in a second):
     # say so, with the time it has taken, while the controls above stay usable.

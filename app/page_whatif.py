@@ -17,8 +17,10 @@ from engine import (
     effective_slots,
     presets,
 )
+from engine.calibration import error_band, winner_band
 
-#: KPI tiles: summary key, label, better ("lower"/"higher"), help; the value's unit is ``verdicts.UNITS[key]``.
+#: KPIs of the comparison table (``kpi_table``): summary key, label, better ("lower"/"higher"), help; the value's
+#: unit is ``verdicts.UNITS[key]``.
 KPIS = [
     ("ttft_p50_ms", "TTFT p50", "lower",
      "Median time to first token (ms or s): from arrival to the first output token."),
@@ -174,6 +176,102 @@ def verdict(reps: Mapping[str, Sequence[Mapping]], objective: str = DEFAULT_OBJE
     return text, j.kind
 
 
+#: Marks the best of a KPI in the comparison table (``best_marked``).
+BEST = "★"
+#: Column of the comparison table naming the strategy (the KPI columns are the labels of ``KPIS``).
+STRATEGY_COLUMN = "Strategy"
+
+
+def _delta_md(v: float, ref: float, unit: str, better: str) -> str:
+    """The difference to the baseline in Markdown: green if better, red if worse, grey and unsigned if it
+    rounds to zero (as shown); empty if either is undefined."""
+    d = fmt_delta(v, ref, unit)
+    if d is None:
+        return ""
+    if not any(ch in "123456789" for ch in d):
+        return f":gray[{d.lstrip('+-')}]"
+    good = (v < ref) if better == "lower" else (v > ref)
+    return f":{'green' if good else 'red'}[{d}]"
+
+
+def best_marked(reps: Mapping[str, Sequence[Mapping]], key: str, higher: bool) -> set[str]:
+    """The strategies the table marks ``BEST`` on the metric ``key``: the best mean among the contenders, and those
+    within the noise of it, as the verdict judges (``verdicts.judge``: paired 95 % CI of each difference; bounds,
+    baselines and, on a TTFT metric, collapsed strategies are not contenders); with one replication (no CI), the
+    ones whose shown value (``fmt_value``) equals the best's.  None when that is every contender (nothing
+    stands out) or there is only one."""
+    names = list(reps)
+    excluded = contenders_excluded(names)
+    if key.startswith("ttft"):
+        excluded += [s for s, u in unfinished_share(reps).items() if u > COLLAPSE_UNFINISHED and s not in excluded]
+    j = verdicts.judge(verdicts.rep_values(reps, key), higher, excluded)
+    pool = [s for s in j.ranking.order if s not in j.ranking.excluded and math.isfinite(j.ranking.stats[s]["mean"])]
+    if j.kind == "win":
+        marked = {j.best}
+    elif j.kind == "tie":
+        marked = {j.best, *j.tied}
+    elif j.kind == "lead":
+        shown = lambda s: fmt_value(j.ranking.stats[s]["mean"], verdicts.UNITS[key])  # noqa: E731
+        marked = {s for s in pool if shown(s) == shown(j.best)}
+    else:
+        return set()
+    return marked if len(marked) < len(pool) else set()
+
+
+def kpi_table(reps: Mapping[str, Sequence[Mapping]], baseline: str) -> pd.DataFrame:
+    """The comparison table: one row per strategy (``reps`` order), one column per KPI (``KPIS``), cells in
+    Markdown (``st.table``): the mean over the replications (``fmt_value``, the unit from ``verdicts.UNITS``),
+    ``± `` the half-width of its 95 % CI (two replications or more), ``BEST`` on the best (``best_marked``),
+    and under it the difference to ``baseline``'s mean (``fmt_delta``; green: better, red: worse, grey: rounds
+    to zero).  The strategy cell says which row is the baseline, the strategy's role if it is not a policy, and
+    how many requests of replication 1 never finished."""
+    names = list(reps)
+    table = verdicts.ci_table(reps, [(key, key) for key, *_ in KPIS], "strategy").set_index("strategy")
+    stats = table.to_dict("index")  # strategy -> {column: value}: plain lookups below
+    n = max((len(rs) for rs in reps.values()), default=0)
+    best = {key: best_marked(reps, key, better == "higher") for key, _, better, _ in KPIS}
+    rows = []
+    for s in names:
+        role = STRATEGIES[s].role
+        lines = [f"**{s}**"]
+        notes = (["baseline"] if s == baseline else []) + (
+            [] if role == "policy" else ["offline bound" if role == "bound" else "reference"])
+        if notes:
+            lines.append(f":gray[{' · '.join(notes)}]")
+        first = reps[s][0] if reps[s] else {}
+        if first.get("not_completed"):
+            lines.append(f":orange[{first['not_completed']:,} of {first['requests']:,} requests unfinished]")
+        row = {STRATEGY_COLUMN: "  \n".join(lines)}
+        for key, label, better, _help in KPIS:
+            unit = verdicts.UNITS[key]
+            v, half = float(stats[s][key]), float(stats[s][key + verdicts.CI_SUFFIX])
+            text = fmt_value(v, unit)
+            if s in best.get(key, ()):
+                text = f"**{text}** {BEST}"
+            if n > 1 and math.isfinite(half):
+                text += f" ± {fmt_half(half, unit)}"
+            if s != baseline and baseline in stats:
+                delta = _delta_md(v, float(stats[baseline][key]), unit, better)
+                if delta:
+                    text += "  \n" + delta
+            row[label] = text
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[STRATEGY_COLUMN, *(label for _, label, *_ in KPIS)])
+
+
+def kpi_help(n_reps: int, baseline: str, strategies: Sequence[str] = ()) -> str:
+    """What the comparison table's cells are, each KPI's definition and each strategy's description (the tooltip
+    of the table's heading)."""
+    how = (f"Mean over {n_reps} replications ± the half-width of its 95 % CI" if n_reps > 1
+           else "One replication: no confidence interval")
+    return (f"{how}; under it, the difference to the baseline ({baseline}): green better, red worse, grey "
+            f"rounds to zero. {BEST}: the best on that KPI among the contenders (bounds, baselines and, on TTFT, "
+            "collapsed strategies are not ranked), with those tied with it within the noise (paired 95 % CI, as "
+            "the verdict); none if all are tied.\n\n"
+            + "\n".join(f"- **{label}**: {help_}" for _, label, _, help_ in KPIS)
+            + "".join(f"\n- **{s}**: {STRATEGIES[s].description}" for s in strategies))
+
+
 def _replay_trace(_name: str, record: dict) -> None:
     st.session_state["_trace"] = record
 
@@ -183,11 +281,81 @@ def _on_trace_upload() -> None:
     controls.on_upload("trace_upload", "_trace_error", runner.trace_record, _replay_trace)
 
 
+#: The charts the page offers, one shown at a time: option -> its label in the selector.  "cdf" and "breakdown"
+#: are the TTFT charts; the others are ``charts.TS_METRICS`` (the server over time).
+CHARTS: dict[str, str] = {
+    "cdf": "TTFT distribution",
+    "breakdown": "TTFT breakdown",
+    "queue_len": "Queue",
+    "resident_adapters": "Resident adapters",
+    "loads_in_flight": "Loads in flight",
+    "kv_used_frac": "KV cache",
+    "gpu_busy_frac": "GPU busy",
+    "pcie_busy_frac": "PCIe busy",
+}
+DEFAULT_CHART = "cdf"
+K_CHART = "whatif_chart"   # page-local (not in the URL): changing it reruns the fragment only
+K_LOG = "cdf_log"
+
+
+@st.fragment
+def _band_check(sc, names: tuple[str, ...], objective: str) -> None:
+    """Would the winner change inside the cost model's measured error band (issue 24)?  On request (a button:
+    2 x strategies more simulations), in a fragment (the page does not rerun); ``calibration.winner_band``."""
+    band = error_band(sc)
+    if not math.isfinite(band["band"]):
+        st.caption(f"No measured error band for this cost model ({band['note']}).")
+        return
+    key = ("_band_check", sc.to_json(), names, objective)
+    done = st.session_state.get("_band_check")
+    if done is None or done[0] != key:
+        if not st.button(f"Would the winner change within the model's error (±{band['band']:.0%})?",
+                         key="wi_band_check", icon=":material/straighten:",
+                         help="Runs every strategy again with the cost model as far off as its measured error "
+                              f"band, slower and faster (cost_scale 1 ± {band['band']:.2f}; one seed per side, "
+                              "common random numbers), and says whether the leader changes. " + band["note"]):
+            return
+        with st.spinner("Simulating with the cost model slower and faster..."):
+            _, higher = OBJECTIVES[objective]
+            r = winner_band(sc, list(names), objective, higher, exclude=contenders_excluded(list(names)),
+                            run=runner.summary)
+        st.session_state["_band_check"] = done = (key, r)
+    r = done[1]
+    icon = ":material/warning:" if r["changes"] else ":material/check_circle:"
+    st.caption(f"{icon} {r['text']}")
+
+
+@st.fragment
+def _charts(results: Mapping[str, Mapping], sc, n_reps: int) -> None:
+    """The chart the user picked, alone (a fragment: picking another chart, or the CDF's log scale, reruns
+    this function with the results of the last full run: nothing is simulated again)."""
+    choice = st.session_state.get(K_CHART) or DEFAULT_CHART
+    ttft = choice in ("cdf", "breakdown")
+    st.subheader("Time to first token" if ttft else "Inside the server over time")
+    choice = st.segmented_control("Chart", list(CHARTS), format_func=CHARTS.__getitem__, default=DEFAULT_CHART,
+                                  required=True, key=K_CHART, label_visibility="collapsed") or DEFAULT_CHART
+    st.caption(controls.conditions(sc) + f" · measured on arrivals in [{sc.warmup_s:g} s, {sc.duration_s:g} s)"
+               + (f" · charts show replication 1 of {n_reps} (seed {sc.seed}); the table and the verdict use "
+                  "all" if n_reps > 1 else ""))
+    show = lambda chart: st.altair_chart(charts.unvalidated(chart), width="stretch")  # noqa: E731
+    if choice == "cdf":
+        log_x = st.toggle("Log-scale TTFT axis", value=True, key=K_LOG)
+        show(charts.ttft_cdf_chart(pd.concat([r["cdf"] for r in results.values()], ignore_index=True),
+                                   log_x=log_x))
+    elif choice == "breakdown":
+        show(charts.ttft_breakdown_chart(charts.breakdown_frame({s: r["summary"] for s, r in results.items()})))
+        st.caption("Mean TTFT = queueing (waiting for a batch slot) + adapter load wait (PCIe/disk transfer) "
+                   "+ prefill (prompt compute).")
+    else:
+        ts = pd.concat([r["ts"] for r in results.values()], ignore_index=True)
+        show(charts.timeseries_chart(ts, choice, height=320, legend=True))
+
+
 def render() -> None:
     state = controls.current()
     controls.show_header(state, "What-if", help="Every selected strategy serves the same simulated request "
-                         "stream (same seed) on the scenario set in the sidebar; the tiles compare them with the "
-                         "baseline you pin on the right.")
+                         "stream (same seed) on the scenario set in the sidebar; the table compares them with "
+                         "the baseline you pin on the right.")
     if not controls.runnable(state):
         return
 
@@ -208,7 +376,7 @@ def render() -> None:
     n_reps = int(c_reps.number_input(
         "Replications", 1, MAX_REPS, DEFAULT_REPS, step=1, key=K_REPS, bind="query-params",
         help="Seeds per strategy (replication k uses seed + k for every strategy: common random numbers). The "
-             "tiles show the mean and the half-width of its 95 % CI; a strategy wins only when its paired lead "
+             "table shows the mean and the half-width of its 95 % CI; a strategy wins only when its paired lead "
              "excludes zero. With a replayed trace the request stream is the trace's: one run."))
     objective = c_obj.selectbox("Verdict on", list(OBJECTIVES), format_func=lambda k: OBJECTIVES[k][0],
                                 key=K_OBJECTIVE, bind="query-params",
@@ -237,79 +405,37 @@ def render() -> None:
     head_l, head_r = st.columns([4, 1], vertical_alignment="bottom")
     with head_r:
         baseline = st.selectbox("Baseline for the deltas", names, key=controls.BASELINE_KEY, bind="query-params",
-                                help="Strategy the other tiles are compared with (deltas = strategy - baseline, "
-                                     "mean over paired replications).")
+                                help="Strategy the others are compared with in the table (deltas = strategy - "
+                                     "baseline, mean over paired replications).")
     text, kind = verdict(reps, objective)
     with head_l:
         icon = {"win": ":material/emoji_events:", "tie": ":material/balance:"}.get(kind, ":material/info:")
         st.info(text, icon=icon)
+        if kind in ("win", "tie", "lead") and trace is None:
+            _band_check(sc, tuple(names), objective)
         hint = presets.HINTS.get(state.preset)
         if hint and controls.preset_unchanged(state):
             st.caption(f":material/lightbulb: **Try next:** {hint}")
 
-    # ------------------------------------------------------------------ KPI tiles
-    table = verdicts.ci_table(reps, [(key, key) for key, *_ in KPIS], "strategy").set_index("strategy")
-    for s in names:
-        m = summaries[s]
-        with st.container(border=True):
-            cols = st.columns([1.1, 1, 1, 1, 1, 1, 1], vertical_alignment="center")
-            with cols[0]:
-                st.markdown(f"{charts.strategy_dot(s)}**{s}**", unsafe_allow_html=True, help=STRATEGIES[s].description)
-                role = STRATEGIES[s].role
-                st.caption(("baseline" if s == baseline else f"vs {baseline}")
-                           + ("" if role == "policy" else f" · {'offline bound' if role == 'bound' else 'reference'}"))
-                if m.get("not_completed"):
-                    st.caption(f":orange[{m['not_completed']:,} of {m['requests']:,} requests unfinished]")
-            for col, (key, label, better, help_) in zip(cols[1:], KPIS):
-                unit = verdicts.UNITS[key]
-                v, half = float(table.at[s, key]), float(table.at[s, key + verdicts.CI_SUFFIX])
-                ref = float(table.at[baseline, key])
-                delta = None if s == baseline else fmt_delta(v, ref, unit)
-                color, arrow = ("inverse" if better == "lower" else "normal"), "auto"
-                if delta is not None and not any(ch in "123456789" for ch in delta):
-                    delta, color, arrow = delta.lstrip("+-"), "off", "off"  # rounds to zero: no direction
-                col.metric(label, fmt_value(v, unit), delta, delta_color=color, delta_arrow=arrow,
-                           help=help_ + (f" Mean over {n_reps} replications; below it, ± the half-width of its "
-                                         f"95 % CI." if n_reps > 1 else ""))
-                # the CI under the value (appended to the value, the tile would cut it off)
-                if n_reps > 1 and math.isfinite(half):
-                    col.caption(f"±{fmt_half(half, unit)}")
+    # ------------------------------------------------------------ comparison table
+    st.markdown(f"**Strategies compared** :gray[· under each value, the difference to the baseline, "
+                f"**{baseline}**]", help=kpi_help(n_reps, baseline, names))
+    st.table(kpi_table(reps, baseline), hide_index=True, border="horizontal")
 
     # ------------------------------------------------------------------ why
     st.subheader("Why")
+    lines = []
     for s_ in names:
         found = causes(summaries[s_], results[s_]["timeseries"], sc.warmup_s, sc.duration_s,
                        effective_slots(sc.replace(strategy=s_)))
-        st.markdown(f"{charts.strategy_dot(s_)}**{s_}**: " + "; ".join(c.message for c in found) + ".",
-                    unsafe_allow_html=True)
+        lines.append(f"{charts.strategy_dot(s_)}**{s_}**: " + "; ".join(c.message for c in found) + ".")
+    st.markdown("  \n".join(lines), unsafe_allow_html=True)
     st.caption("From each strategy's own measures in the window (replication 1): PCIe link and GPU busy time, "
                "KV occupancy, adapter slots, queue length and the TTFT breakdown; the rules are in "
                "engine/bottlenecks.py.")
 
     # ---------------------------------------------------------------------- charts
-    show = lambda chart: st.altair_chart(charts.unvalidated(chart), width="stretch")  # noqa: E731
-    st.subheader("Time to first token")
-    st.caption(controls.conditions(sc) + f" · measured on arrivals in [{sc.warmup_s:g} s, {sc.duration_s:g} s)"
-               + (f" · charts show replication 1 of {n_reps} (seed {sc.seed}); the tiles and the verdict use all"
-                  if n_reps > 1 else ""))
-    c1, c2 = st.columns([3, 2], gap="large")
-    with c1:
-        log_x = st.toggle("Log-scale TTFT axis", value=True, key="cdf_log")
-        show(charts.ttft_cdf_chart(pd.concat([r["cdf"] for r in results.values()], ignore_index=True),
-                                   log_x=log_x))
-    with c2:
-        show(charts.ttft_breakdown_chart(charts.breakdown_frame(summaries)))
-        st.caption("Mean TTFT = queueing (waiting for a batch slot) + adapter load wait (PCIe/disk transfer) "
-                   "+ prefill (prompt compute).")
-
-    st.subheader("Inside the server over time")
-    st.caption(controls.conditions(sc))
-    st.markdown(charts.legend_html(names), unsafe_allow_html=True)
-    ts = pd.concat([r["ts"] for r in results.values()], ignore_index=True)
-    cells = [c for _ in range((len(charts.TS_METRICS) + 1) // 2) for c in st.columns(2, gap="large")]
-    for col, metric in zip(cells, charts.TS_METRICS):
-        with col:
-            show(charts.timeseries_chart(ts, metric))
+    _charts(results, sc, n_reps)
 
     # ------------------------------------------------------------- export / import
     st.subheader("Export and import")

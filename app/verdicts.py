@@ -16,7 +16,7 @@ import pandas as pd
 
 from engine import Ranking, mean_ci, rank
 
-#: The unit of each summary metric the pages show; the tiles' text (page_whatif.fmt_value) and the tables'
+#: The unit of each summary metric the pages show; the What-if table's text (page_whatif.fmt_value) and the tables'
 #: number formats (``COLUMN_FORMATS``) follow from it.
 UNITS: dict[str, str] = {
     "ttft_p50_ms": "ms",

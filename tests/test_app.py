@@ -1,4 +1,4 @@
-"""The Streamlit app under AppTest: every page renders, controls drive the KPIs, the URL
+"""The Streamlit app under AppTest: every page renders, controls drive the KPI table, the URL
 restores a scenario (bad parameters warn instead of failing), downloads carry the engine's
 data, scenario.json and trace uploads work."""
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 from conftest import goto
 from streamlit.testing.v1 import AppTest
 
-from app import controls, exports
-from app.page_whatif import fmt_value
-from engine import Scenario, simulate
+from app import controls, exports, page_whatif
+from app.page_whatif import STRATEGY_COLUMN, fmt_value
+from engine import Scenario, presets, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = str(ROOT / "app" / "main.py")
@@ -38,8 +38,19 @@ def ok(at: AppTest) -> AppTest:
     return at
 
 
-def metric_values(at: AppTest) -> list[tuple[str, str]]:
-    return [(m.label, m.value) for m in at.metric]
+def kpi_table(at: AppTest) -> pd.DataFrame:
+    """The What-if page's comparison table (``page_whatif.kpi_table``): one row per strategy, Markdown cells."""
+    table, = at.table
+    return table.value
+
+
+def kpi_rows(at: AppTest) -> list[tuple[str, ...]]:
+    return [tuple(r) for r in kpi_table(at).itertuples(index=False)]
+
+
+def row_of(at: AppTest, strategy: str) -> pd.Series:
+    t = kpi_table(at)
+    return t[t[STRATEGY_COLUMN].str.startswith(f"**{strategy}**")].iloc[0]
 
 
 def charts(at: AppTest) -> list:
@@ -61,23 +72,48 @@ def download(at: AppTest, key: str, store: dict) -> bytes:
 def test_home_page_renders_kpis_verdict_and_charts():
     at = ok(app().run())
     assert at.title[0].value == "What-if"
-    labels = [m.label for m in at.metric]
-    assert len(labels) == 5 * 6  # naive, hot_set, batch, vllm, slora x six KPIs
-    for label in ["TTFT p50", "TTFT p99", "Tokens / s", "Swap rate", "Swap share", "SLO met"]:
-        assert labels.count(label) == 5
+    assert not at.metric, "one table, no tiles"
+    table = kpi_table(at)  # naive, hot_set, batch, vllm, slora x six KPIs
+    assert list(table.columns) == [STRATEGY_COLUMN, "TTFT p50", "TTFT p99", "Tokens / s", "Swap rate", "Swap share",
+                                   "SLO met"]
+    assert [c.split("  \n")[0] for c in table[STRATEGY_COLUMN]] == ["**naive**", "**hot_set**", "**batch**",
+                                                                   "**vllm**", "**slora**"]
+    assert all(" ± " in c for c in table["TTFT p50"]), "the mean and the half-width of its CI (3 replications)"
     # the default verdict objective (noise-aware): the default scenario separates the policies
     assert any("p99 TTFT" in i.value and "**slora**" in i.value and "wins" in i.value for i in at.info)
     assert any("Try next:" in c.value for c in at.caption)  # the preset's hint, loaded unchanged
-    assert len(charts(at)) == 8  # CDF, breakdown, six time series (incl. GPU busy and PCIe link busy)
+    # one chart at a time: the TTFT CDF first; the selector offers the breakdown and six time series
+    assert len(charts(at)) == 1 and "Time to first token" in [h.value for h in at.subheader]
+    picker = at.segmented_control(key=page_whatif.K_CHART)
+    assert picker.value == "cdf" and picker.options == [page_whatif.CHARTS[k] for k in page_whatif.CHARTS]
     assert "Why" in [h.value for h in at.subheader]
     why = [m.value for m in at.markdown if "**naive**:" in m.value]
     assert why and any(k in why[0] for k in ("busy", "queue", "bottleneck", "loads", "KV", "slots"))
-    assert "NVIDIA A100 80 GB" in at.caption[0].value and "16 req/s" in at.caption[0].value
+    default = Scenario.from_preset("default")
+    assert presets.GPUS[default.gpu].label in at.caption[0].value
+    assert f"{default.arrival_rate_rps:g} req/s" in at.caption[0].value
     assert at.multiselect(key="strategy").value == ["naive", "hot_set", "batch", "vllm", "slora"]
-    # deltas against the baseline, none on the baseline itself
+    # deltas against the baseline (under the value), none on the baseline itself
     assert at.selectbox(key="baseline").value == "naive"
-    assert all(m.delta in ("", None) for m in at.metric[:6])
-    assert any(m.delta for m in at.metric[6:])
+    assert row_of(at, "naive")[STRATEGY_COLUMN].endswith(":gray[baseline]")
+    assert not any("  \n" in c for c in row_of(at, "naive").iloc[1:])
+    assert all("  \n:" in c for c in row_of(at, "slora").iloc[1:])
+    # the best among the contenders is marked, where it stands out of the noise
+    assert page_whatif.BEST in "".join(table.iloc[:, 1:].to_numpy().ravel())
+
+
+def test_every_chart_of_the_selector_draws_one_chart():
+    at = ok(app(**FAST).run())
+    specs = []
+    for key in page_whatif.CHARTS:
+        at.segmented_control(key=page_whatif.K_CHART).set_value(key)
+        ok(at.run())
+        assert len(charts(at)) == 1, key
+        specs.append(charts(at)[0].proto.spec)
+        heading = "Time to first token" if key in ("cdf", "breakdown") else "Inside the server over time"
+        assert heading in [h.value for h in at.subheader], key
+    assert len(set(specs)) == len(page_whatif.CHARTS), "each option its own chart"
+    assert len(kpi_table(at)) == len(controls.DEFAULT_STRATEGIES), "the rest of the page stays"
 
 
 @pytest.mark.parametrize("page, expect", [
@@ -123,10 +159,10 @@ def test_sweeps_figure_preset_and_work_cap():
 # ---------------------------------------------------------------- controls
 def test_changing_a_slider_changes_the_kpis():
     at = ok(app().run())
-    before = metric_values(at)
+    before = kpi_rows(at)
     at.slider(key="zipf_s").set_value(1.6)
     ok(at.run())
-    after = metric_values(at)
+    after = kpi_rows(at)
     assert len(after) == len(before) and after != before
     assert "Zipf s=1.6" in at.caption[0].value
 
@@ -141,23 +177,23 @@ def test_preset_switch_resets_every_control():
     assert at.slider(key="vram_budget_gb").value == seed.vram_budget_gb
     assert at.slider(key="arrival_rate_rps").value == seed.arrival_rate_rps
     assert at.slider(key="num_adapters").value == seed.num_adapters
-    assert "RTX 3090" in at.caption[0].value and len(at.metric) == 6 * len(controls.DEFAULT_STRATEGIES)
+    assert "RTX 3090" in at.caption[0].value and len(kpi_table(at)) == len(controls.DEFAULT_STRATEGIES)
 
 
 def test_strategies_alias_in_the_url():
     at = ok(app(strategies=["slora", "naive"], **FAST).run())
     assert not at.warning
     assert at.multiselect(key="strategy").value == ["slora", "naive"]
-    assert len(at.metric) == 12
+    assert len(kpi_table(at)) == 2
 
 
 def test_changing_the_gpu_resets_pcie_to_its_link():
     at = ok(app(**FAST).run())
-    assert at.slider(key="pcie_gbps").value == 25.0
-    at.selectbox(key="gpu").set_value("h100-80gb")
+    assert at.slider(key="pcie_gbps").value == 50.0  # the default's H100 80 GB
+    at.selectbox(key="gpu").set_value("a100-80gb")
     ok(at.run())
-    assert at.slider(key="pcie_gbps").value == 50.0
-    assert "H100" in at.caption[0].value
+    assert at.slider(key="pcie_gbps").value == 25.0
+    assert "A100" in at.caption[0].value
 
 
 def test_vram_slider_range_follows_gpu_and_model():
@@ -172,27 +208,26 @@ def test_vram_slider_range_follows_gpu_and_model():
 
 
 def test_query_params_restore_the_scenario(media):
-    at = ok(app(arrival_rate_rps="32", zipf_s="1.1", strategy="batch", gpu="h100-80gb", num_adapters="300",
+    at = ok(app(arrival_rate_rps="32", zipf_s="1.1", strategy="batch", gpu="a100-80gb", num_adapters="300",
                 **FAST).run())
     assert not at.warning
     assert at.slider(key="arrival_rate_rps").value == 32.0
     assert at.slider(key="zipf_s").value == 1.1
     assert at.slider(key="num_adapters").value == 300
-    assert at.selectbox(key="gpu").value == "h100-80gb"
-    assert at.slider(key="pcie_gbps").value == 50.0  # the GPU's link, not in the URL
+    assert at.selectbox(key="gpu").value == "a100-80gb"
+    assert at.slider(key="pcie_gbps").value == 25.0  # the GPU's link, not in the URL
     assert at.multiselect(key="strategy").value == ["batch"]
-    assert len(at.metric) == 6
+    assert len(kpi_table(at)) == 1
     sc = scenario_of(at, media)
-    assert (sc.arrival_rate_rps, sc.zipf_s, sc.gpu, sc.num_adapters, sc.strategy) == (32.0, 1.1, "h100-80gb",
+    assert (sc.arrival_rate_rps, sc.zipf_s, sc.gpu, sc.num_adapters, sc.strategy) == (32.0, 1.1, "a100-80gb",
                                                                                        300, "batch")
-    # the tile: mean over the default 3 replications (seeds 0, 1, 2) +- the half-width of its 95 % CI
+    # the cell: mean over the default 3 replications (seeds 0, 1, 2) +- the half-width of its 95 % CI
     from engine import mean_ci
     m, lo, hi = mean_ci([simulate(sc.replace(seed=sc.seed + k)).summary["ttft_p50_ms"] for k in range(3)])
-    assert at.metric[0].value == fmt_value(m, "ms")
-    assert f"±{fmt_value((hi - lo) / 2, 'ms')}" in [c.value for c in at.caption]
+    assert row_of(at, "batch")["TTFT p50"] == f"{fmt_value(m, 'ms')} ± {fmt_value((hi - lo) / 2, 'ms')}"
     # the share link carries every control
     link = at.sidebar.get("code")[0].value
-    for part in ["arrival_rate_rps=32", "zipf_s=1.1", "strategy=batch", "gpu=h100-80gb", "num_adapters=300"]:
+    for part in ["arrival_rate_rps=32", "zipf_s=1.1", "strategy=batch", "gpu=a100-80gb", "num_adapters=300"]:
         assert part in link
 
 
@@ -204,9 +239,9 @@ def test_bad_query_params_warn_and_the_app_still_renders():
         assert f"`{name}`" in text, name
     assert at.slider(key="arrival_rate_rps").value == 0.5  # clamped to the minimum
     assert at.slider(key="zipf_s").value == 1.0  # dropped: default
-    assert at.selectbox(key="gpu").value == "a100-80gb"
+    assert at.selectbox(key="gpu").value == Scenario.from_preset("default").gpu  # dropped: the preset's
     assert at.multiselect(key="strategy").value == ["batch"]
-    assert len(at.metric) == 6
+    assert len(kpi_table(at)) == 1
     assert "foo" not in at.query_params and at.query_params.get("arrival_rate_rps") == "0.5"
 
 
@@ -214,7 +249,7 @@ def test_work_cap_is_applied_and_stated():
     at = ok(app(arrival_rate_rps="100", duration_s="3600", strategy="naive").run())
     notes = " ".join(i.value for i in at.info)
     assert "200,000" in notes and "2000 s" in notes
-    assert len(at.metric) == 6
+    assert len(kpi_table(at)) == 1
 
 
 def test_invalid_scenario_shows_the_engines_error():
@@ -255,7 +290,7 @@ def test_scenario_json_upload_restores_it():
     assert at.slider(key="arrival_rate_rps").value == 12.0
     assert at.slider(key="num_adapters").value == 150
     assert "slora" in at.multiselect(key="strategy").value
-    assert len(at.metric) == 6 * len(controls.DEFAULT_STRATEGIES)  # slora is among the defaults
+    assert len(kpi_table(at)) == len(controls.DEFAULT_STRATEGIES)  # slora is among the defaults
     assert any("service_mode" in c.value for c in at.caption)  # not carried by the URL, said so
 
 
@@ -269,7 +304,7 @@ def test_bad_scenario_json_shows_a_clear_error(content, expect):
     at.file_uploader(key="scenario_upload").set_value(("bad.json", content, "application/json"))
     ok(at.run())
     assert any(expect in e.value for e in at.error)
-    assert len(at.metric) == 6 * len(controls.DEFAULT_STRATEGIES)  # the current scenario is kept
+    assert len(kpi_table(at)) == len(controls.DEFAULT_STRATEGIES)  # the current scenario is kept
 
 
 def _trace(n: int = 400, bad_row: int | None = None) -> bytes:
@@ -307,7 +342,7 @@ def test_lowering_then_raising_the_budget_keeps_the_hot_set_size():
     control and the URL keep the user's value, and raising the budget again gives what never moving it gives."""
     q = dict(preset="a100-light", strategy=["naive", "hot_set"], **FAST)  # 64 adapters fit, 48 pinned
     ref = ok(app(**q).run())
-    kpis = metric_values(ref)
+    kpis = kpi_rows(ref)
     at = ok(app(**q).run())
     assert at.number_input(key="hot_set_k").value == 48
     at.slider(key="vram_budget_gb").set_value(1.0)
@@ -323,7 +358,7 @@ def test_lowering_then_raising_the_budget_keeps_the_hot_set_size():
     assert at.number_input(key="hot_set_k").value == 48 and "hot_set_k" not in at.query_params
     assert not _hot_note(at) and not any("Hot-set size" in i.value for i in at.info)
     assert at.session_state[controls.STATE_KEY].scenario == ref.session_state[controls.STATE_KEY].scenario
-    assert metric_values(at) == kpis, "the same sidebar, the same results, whatever the path"
+    assert kpi_rows(at) == kpis, "the same sidebar, the same results, whatever the path"
 
 
 def test_a_budget_forced_down_by_the_gpu_says_so_and_comes_back():
@@ -346,7 +381,9 @@ def test_vram_caption_states_adapters_kv_and_concurrent_requests():
     at = ok(app(**FAST).run())
     m = memory_split(at.session_state[controls.STATE_KEY].scenario)
     cap, = [c.value for c in at.sidebar.get("caption") if c.value.startswith("Up to")]
-    assert f"{m['adapters_fit']} adapters" in cap and m["adapters_fit"] == 16
+    sc = at.session_state[controls.STATE_KEY].scenario  # 1 GiB over q,k,v,o adapters of rank 32 (52 MiB): 19
+    per = presets.adapter_bytes(presets.get_model(sc.model), sc.adapter_rank, sc.target_modules)
+    assert f"{m['adapters_fit']} adapters" in cap and m["adapters_fit"] == int(sc.vram_budget_gb * 2**30 // per) == 19
     assert f"{m['kv_gib']:.1f} GiB of KV" in cap
     assert f"about {m['kv_concurrent_requests']:,} requests" in cap and "at once" in cap
 
@@ -377,7 +414,7 @@ def test_scenario_json_round_trips_strategies_and_replications(media):
     assert fresh.number_input(key="wi_reps").value == 2
     assert fresh.selectbox(key="baseline").value == "batch"
     assert fresh.slider(key="zipf_s").value == 1.4 and fresh.slider(key="duration_s").value == 60.0
-    assert len(fresh.metric) == 3 * 6
+    assert len(kpi_table(fresh)) == 3
     # a plain (older, or the engine CLI's) scenario.json still loads: its strategy joins the current set
     old = Scenario.from_preset("default", zipf_s=0.7, duration_s=60.0, strategy="oracle").to_json().encode()
     fresh.file_uploader(key="scenario_upload").set_value(("old.json", old, "application/json"))

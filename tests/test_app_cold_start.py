@@ -27,9 +27,9 @@ def _statuses(at: AppTest) -> list:
 
 @pytest.fixture
 def slow_compile(monkeypatch):
-    """A warm-up that takes 1.5 s (a compile), on a fresh per-process Future."""
+    """A warm-up that takes 3 s (a compile: longer than the page's silent 2 s), on a fresh per-process Future."""
     real = runner._warm
-    monkeypatch.setattr(runner, "_warm", lambda: (time.sleep(1.5), real())[1])
+    monkeypatch.setattr(runner, "_warm", lambda: (time.sleep(3.0), real())[1])
     runner.warmup_future.clear()
     yield
     runner.warmup_future.clear()

@@ -1,7 +1,7 @@
 """Every page's defaults work (issue 23, item 5): each page registered in app/main.py, opened with its own defaults
 and the sidebar's default scenario, shows no error and no exception, and draws its main result.
 
-The real defaults: no URL parameter shortens the scenario (660 s at 16 req/s, five strategies) or shrinks a page's
+The real defaults: no URL parameter shortens the scenario (660 s at 6 req/s, five strategies) or shrinks a page's
 grid.  One fresh AppTest per page, opened at the page's address (a deep link: the share link of the default scenario
 is the bare address, tests/test_app_pages.py).  The scenario pages are also opened with the default scenario spelled
 out in the URL, every control at its default.  The Plan page and the Fleet page's "How many GPUs?" sweep run on a
@@ -61,7 +61,8 @@ def values(at: AppTest, kind: str) -> list[str]:
 
 # ------------------------------------------------------------------ each page's main result
 def _whatif(at: AppTest) -> None:
-    assert len(at.metric) == 6 * len(controls.DEFAULT_STRATEGIES), "six KPI tiles per compared strategy"
+    (table,) = at.table
+    assert len(table.value) == len(controls.DEFAULT_STRATEGIES), "one row of KPIs per compared strategy"
     assert "Time to first token" in values(at, "subheader") and charts(at)
     assert at.info, "the verdict"
 
@@ -188,12 +189,32 @@ def test_deep_link_with_the_default_scenario_spelled_out(page):
     clean(at, f"{page}: deep link, main result")
 
 
+def grid_requests(n: int, reps: int) -> float:
+    """Requests of the Crossover page's default axes (arrival rate x Zipf s) on the default scenario, with the
+    default strategies: the rate axis spans 0.2-1.5 x the sidebar's rate (rounded to 0.5 req/s), n values evenly
+    spaced; every cell runs each strategy ``reps`` times for ``duration_s`` at its rate (the Zipf axis does not
+    change the count)."""
+    sc = controls.build_scenario(controls.resolve({})[0])[0]
+    lo, hi = round(sc.arrival_rate_rps * 0.2 * 2) / 2, round(sc.arrival_rate_rps * 1.5 * 2) / 2
+    rates = [lo + (hi - lo) * i / (n - 1) for i in range(n)]
+    return sum(rates) * n * sc.duration_s * len(controls.DEFAULT_STRATEGIES) * reps
+
+
 def test_crossover_over_the_cap_says_what_fits():
-    """The former default (5 x 5 cells, 3.3 million requests on the default scenario) is refused before any run,
-    and the error names the grid size and the replications that fit."""
+    """A grid over the cap is refused before any run, and the error names the grid size and the replications that
+    fit.  On the default scenario up to engine 0.5 (16 req/s) the former default 5 x 5 grid was over the cap; at
+    the default's 6 req/s since issue 24 it fits (about 1.2 million requests), so this takes the largest grid,
+    8 x 8: about 3.2 million requests at 3 replications, while 7 x 7 cells or 2 replications fit."""
+    reps = page_crossover.DEFAULT_REPLICATIONS
+    assert grid_requests(5, reps) <= runner.MAX_GRID_REQUESTS  # why the former 5 x 5 no longer serves
+    n = page_crossover.MAX_GRID
+    over = grid_requests(n, reps)
+    assert over > runner.MAX_GRID_REQUESTS
+    assert grid_requests(n - 1, reps) <= runner.MAX_GRID_REQUESTS and grid_requests(n, reps - 1) <= runner.MAX_GRID_REQUESTS
     at = clean(open_page("crossover"), "crossover")  # the defaults first, then one change, as a user would
-    at.slider(key=page_crossover.K_GRID).set_value(5).run()
+    at.slider(key=page_crossover.K_GRID).set_value(n).run()
     assert not at.exception and not charts(at)
     err, = [e.value for e in at.error]
-    assert "3,341,250 requests, above the cap of 2,500,000" in err, err
-    assert "a grid size of 4 (4 x 4 cells) or 2 replications would fit" in err, err
+    assert f"{over:,.0f} requests, above the cap of {runner.MAX_GRID_REQUESTS:,}" in err, err
+    assert "3,168,000 requests" in err, err  # 40 req/s summed over the rate axis x 8 x 660 s x 5 strategies x 3
+    assert f"a grid size of {n - 1} ({n - 1} x {n - 1} cells) or {reps - 1} replications would fit" in err, err

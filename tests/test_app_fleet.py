@@ -10,7 +10,7 @@ from conftest import goto
 from streamlit.testing.v1 import AppTest
 
 from app import controls, page_fleet
-from engine import ROUTERS
+from engine import ROUTERS, presets
 
 MAIN = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
 FLEET = {"duration_s": "120", "num_replicas": "4", "arrival_rate_rps": "64", "strategy": "naive"}
@@ -64,7 +64,8 @@ def test_one_replica_offers_a_fleet_and_the_button_makes_one():
     at.run()
     assert not at.exception
     assert at.slider(key="num_replicas").value == 4
-    assert at.slider(key="arrival_rate_rps").value == 64.0  # 4 x the default's 16 req/s: said on the button
+    # 4 x the default's rate (6 req/s since issue 24: 24 req/s): said on the button
+    assert at.slider(key="arrival_rate_rps").value == 4 * presets.SCENARIOS["default"]["arrival_rate_rps"] == 24.0
     assert at.query_params["num_replicas"] == "4"  # a visible, URL-bound change
 
 

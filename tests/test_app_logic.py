@@ -61,8 +61,12 @@ def test_sanitize_clamps_drops_and_names_each_parameter():
     assert "zipf_s" not in clean and by["zipf_s"].kind == "malformed"
     assert "foo" not in clean and by["foo"].kind == "unknown" and "`foo`" in by["foo"].message
     assert clean["strategy"] == ["batch"] and "'nope'" in by["strategy"].message
-    assert float(clean["vram_budget_gb"]) <= 7.0 and "clamped" in by["vram_budget_gb"].message
-    assert clean["model"] == "llama-2-7b" and "gpt-9" in by["model"].message
+    # clamped to what fits beside the default's model on the URL's GPU (an RTX 3090: about 1.4 GiB)
+    fits = Scenario.from_preset("default", gpu="rtx3090").max_vram_budget_gb()
+    assert float(clean["vram_budget_gb"]) <= fits and "clamped" in by["vram_budget_gb"].message
+    # an unknown model is replaced by the default preset's
+    assert clean["model"] == "llama-3.1-8b" == presets.SCENARIOS["default"]["model"]
+    assert "gpt-9" in by["model"].message
     assert "num_adapters" not in clean and "integer" in by["num_adapters"].message
     assert clean["seed"] == "2" and "2 times" in by["seed"].message
     for i in issues:
@@ -91,15 +95,18 @@ def test_url_params_are_the_non_default_controls():
     """What a scenario page's URL carries (app/controls.py restores it after a page without the controls)."""
     assert controls.url_params({}) == {}
     assert controls.url_params(controls.resolve({})[0]) == {}  # every control at its default
-    q = controls.url_params({"gpu": "h100-80gb", "zipf_s": 1.3, "strategy": ["batch", "slora"], "duration_s": 60.0,
+    # a GPU other than the default's (an H100 80 GB since issue 24), so that the URL has to carry it
+    assert presets.SCENARIOS["default"]["gpu"] != "a100-80gb"
+    q = controls.url_params({"gpu": "a100-80gb", "zipf_s": 1.3, "strategy": ["batch", "slora"], "duration_s": 60.0,
                              "arrival_cv": 2.0, "seed": 7})
     # pcie_gbps follows the GPU (its default there): not carried; arrival_cv does not apply to Poisson arrivals
-    assert q == {"gpu": "h100-80gb", "zipf_s": "1.3", "strategy": ["batch", "slora"], "duration_s": "60", "seed": "7"}
+    assert q == {"gpu": "a100-80gb", "zipf_s": "1.3", "strategy": ["batch", "slora"], "duration_s": "60", "seed": "7"}
     seed = controls.url_params({"preset": "seed1-rtx3090", "zipf_s": 1.3})
     assert seed == {"preset": "seed1-rtx3090", "zipf_s": "1.3"}  # the preset's values are its defaults
     # what the URL carries restores the same values
     back, issues = controls.resolve(q)
-    assert not issues and back["zipf_s"] == 1.3 and back["pcie_gbps"] == 50.0 and back["strategy"] == ["batch", "slora"]
+    assert not issues and back["zipf_s"] == 1.3 and back["strategy"] == ["batch", "slora"]
+    assert back["pcie_gbps"] == presets.GPUS["a100-80gb"].pcie_gbps == 25.0
 
 
 def test_cap_shortens_long_runs():

@@ -62,7 +62,7 @@ def test_upload_selects_the_model_and_scenario_json_carries_it():
     assert any("Added **upload-3b**" in s.value for s in at.success)
     assert at.selectbox(key="model").value == "upload-3b"
     sc = at.session_state[controls.STATE_KEY].scenario
-    assert sc.model == "upload-3b" and at.metric  # it runs
+    assert sc.model == "upload-3b" and len(at.table) == 1  # it runs: the comparison table
     assert "upload-3b" in at.caption[0].value.lower()
     proto = at.download_button(key="dl_scenario").proto
     text = json.loads(exports.scenario_json(sc, ["naive"], 3))
@@ -78,4 +78,4 @@ def test_bad_upload_keeps_the_model():
     at.run()
     assert not at.exception
     assert any("config.json:" in e.value and "hidden_size" in e.value for e in at.error)
-    assert at.selectbox(key="model").value == "llama-2-7b"
+    assert at.selectbox(key="model").value == "llama-3.1-8b" == presets.SCENARIOS["default"]["model"]  # unchanged

@@ -23,6 +23,12 @@ FAST = {"duration_s": "60"}
 #: The advanced path (the page opens on the deployment form).
 ADVANCED = {page_plan.K_MODE: page_plan.MODE_SIDEBAR}
 TINY = {"plan_gpus": ["a100-80gb", "h100-80gb"], "plan_max_loras": "8", "plan_strategies": "vllm", "plan_reps": "1"}
+#: A sidebar scenario that TINY's 8 adapter slots serve: the default's 8 most popular adapters only.  The default
+#: since issue 24 (vLLM profile, 200 adapters, lognormal lengths at 6 req/s) meets no p99 TTFT of 500 ms with
+#: max_loras 8 on either GPU (requests queue for a slot: unstable at 6 req/s), and FAST's 30 s window stops the
+#: rate search's halving at 100 arrivals (3.3 req/s), so the plan would recommend nothing.  With as many adapters
+#: as slots, both GPUs meet it at some rate and the plan has a recommendation to show.
+SERVED = {"num_adapters": "8"}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -72,7 +78,7 @@ def test_page_renders_its_controls_without_running():
 
 
 def test_small_plan_shows_table_recommendation_and_commands():
-    at = run(plan_page(**TINY))
+    at = run(plan_page(**TINY, **SERVED))
     assert not at.error
     (summary,) = [s.value for s in at.success]
     assert summary.startswith("Best: gpu=") and "max_loras=8, strategy=vllm" in summary
@@ -133,7 +139,7 @@ def test_min_replicas_plan_draws_the_replicas_and_fleet_cost_chart():
 
 
 def test_unsupported_strategy_says_there_is_no_server_equivalent():
-    at = run(plan_page(**{**TINY, "plan_gpus": "h100-80gb", "plan_strategies": "batch"}))
+    at = run(plan_page(**{**TINY, **SERVED, "plan_gpus": "h100-80gb", "plan_strategies": "batch"}))
     infos = [i.value for i in at.info]
     assert sum("No real-server equivalent" in i for i in infos) == 2, infos
     assert not at.main.get("code")
@@ -221,7 +227,7 @@ def test_planner_errors_are_shown_not_raised():
 
 
 def test_open_on_whatif_loads_the_recommended_scenario():
-    at = run(plan_page(**TINY))
+    at = run(plan_page(**TINY, **SERVED))
     best = at.session_state[page_plan.LAST_KEY]["result"]["best"]
     at.button(key=page_plan.K_OPEN).click()
     ok(at.run())
@@ -232,7 +238,7 @@ def test_open_on_whatif_loads_the_recommended_scenario():
     assert "vllm" in at.sidebar.multiselect(key="strategy").value
     assert at.sidebar.slider(key="duration_s").value == 60.0  # the base scenario's, not a probe's
     assert any("Loaded the plan's recommended configuration" in s.value for s in at.success)
-    assert not at.error and len(at.metric) >= 6
+    assert not at.error and len(at.table) == 1 and len(at.table[0].value) >= 1  # the What-if table ran
 
 
 def test_changing_the_slo_metric_resets_its_threshold_and_marks_a_result_stale():

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
+from legacy import legacy_preset
 from streamlit.testing.v1 import AppTest
 
 from app import controls, runner
@@ -269,8 +270,13 @@ HEAVY_STRATEGIES = [s for s in STRATEGIES if s not in ("slora", "batch_t4_k2")]
 
 
 def _heavy_scenario_json() -> bytes:
-    sc = Scenario.from_preset("default", duration_s=3600.0, arrival_rate_rps=40.0, seed=4242,
-                              strategy=HEAVY_STRATEGIES[0])
+    # A stated scenario, not the product's default: the bound below rests on each of A's jobs taking about a
+    # second, which holds on the former default's uncalibrated roofline (tests/legacy.py: naive, vllm, hot_set
+    # 0.1-0.2 s, batch 0.9 s a run here).  On today's default (the vLLM profile on an H100) 40 req/s is past
+    # saturation (vllm completes about 120,000 of the 142,600 requests) and a run takes 4-6 s (vllm, batch,
+    # hot_set): B could then wait longer than the bound for one of A's jobs.  B still reruns the real default.
+    sc = legacy_preset("default", duration_s=3600.0, arrival_rate_rps=40.0, seed=4242,
+                       strategy=HEAVY_STRATEGIES[0])
     d = {**sc.to_dict(), "strategies": HEAVY_STRATEGIES, "replications": 10}
     return json.dumps(d).encode()
 
@@ -289,7 +295,7 @@ def measure_contention(contexts: dict, seed0: int = 7100) -> dict:
     assert not warm.exception, [e.value for e in warm.exception]
     solo_at = _whatif("B", seed=str(seed0 + 1))
     solo = _timed_run(solo_at)                 # the default page: 5 strategies x 3 replications, not cached
-    assert not solo_at.exception and len(solo_at.metric) > 0
+    assert not solo_at.exception and len(solo_at.table) == 1 and len(solo_at.table[0].value) > 0
 
     a = _whatif("A")
     a.run()
@@ -319,7 +325,7 @@ def measure_contention(contexts: dict, seed0: int = 7100) -> dict:
 
         b = _whatif("B", seed=str(seed0 + 2))
         contended = _timed_run(b)
-        assert not b.exception and len(b.metric) == len(solo_at.metric)
+        assert not b.exception and len(b.table[0].value) == len(solo_at.table[0].value)
         queued_after_b = runner.SCHEDULER.load("A")[0]
     finally:
         # A's browser leaves (or reruns): Streamlit asks its script run to stop; the jobs it queued are dropped
@@ -385,12 +391,13 @@ def test_a_model_uploaded_in_one_session_is_absent_from_another():
     b.run()
     assert not b.exception
     assert name not in b.selectbox(key="model").options
-    assert b.selectbox(key="model").value == "llama-2-7b"
-    assert b.session_state[controls.STATE_KEY].scenario.model == "llama-2-7b"
+    default_model = presets.SCENARIOS["default"]["model"]  # llama-3.1-8b since issue 24
+    assert b.selectbox(key="model").value == default_model == "llama-3.1-8b"
+    assert b.session_state[controls.STATE_KEY].scenario.model == default_model
     warned = [_plain(w.value) for w in b.warning]
     assert any("`model`" in w and name in w and "not one of" in w for w in warned), warned
     assert not any(name in o for o in b.selectbox(key="model").options)
-    assert b.query_params.get("model") in (None, ["llama-2-7b"], "llama-2-7b")
+    assert b.query_params.get("model") in (None, [default_model], default_model)
     assert controls.UPLOADED_MODELS_KEY not in b.session_state
 
     # a scenario.json that only names A's model (no definition) is refused in B; one that carries the

@@ -92,10 +92,13 @@ def test_hot_set_note_says_what_the_run_pins():
 # ------------------------------------------------------------------ share link
 def test_share_query_is_short_and_round_trips():
     assert controls.share_query(controls.resolve({})[0]) == ""
-    values, _ = controls.resolve({"gpu": "h100-80gb", "zipf_s": 1.3, "strategy": ["batch", "slora"],
+    # a GPU other than the default's (an H100 80 GB since issue 24), so that the link has to carry it
+    values, _ = controls.resolve({"gpu": "a100-80gb", "zipf_s": 1.3, "strategy": ["batch", "slora"],
                                   "arrival_process": "gamma", "arrival_cv": 2.0, "duration_s": 60.0})
+    assert values["gpu"] != controls.resolve({})[0]["gpu"]
     q = query_dict(controls.share_query(values))
-    # pcie_gbps follows the GPU: not carried; only what differs from the preset
+    # pcie_gbps follows the GPU (and the server profile's batch limits too): not carried; only what differs
+    # from the preset
     assert set(q) == {"gpu", "zipf_s", "strategy", "arrival_process", "arrival_cv", "duration_s"}
     back, issues = controls.resolve(q)
     assert not issues and strip(back) == strip(values)

@@ -1,7 +1,8 @@
 """The real dashboard in a real browser: `streamlit run app/main.py` driven by Debian's
 headless Chromium through Playwright.
 
-Moves a slider with the keyboard and checks that a chart and the KPIs change, opens a
+Moves a slider with the keyboard and checks that the chart and the KPI table change, picks
+another chart (a fragment rerun: nothing else runs again), opens a
 shared URL and checks the controls, goes to a page without the scenario controls and back
 (and Back/Forward) and checks that the scenario is kept, opens a bad URL and checks the
 warning, downloads the per-request CSV and compares it with the engine, runs a tiny plan on
@@ -114,12 +115,18 @@ def page(browser):
 
 
 # ------------------------------------------------------------------ helpers
-METRICS_JS = "() => [...document.querySelectorAll('[data-testid=stMetricValue]')].map(e => e.innerText).join('|')"
+#: The What-if page's comparison table (one st.table: a row per strategy, a column per KPI).
+TABLE = '[data-testid="stMain"] [data-testid="stTable"]'
+METRICS_JS = f"() => document.querySelector('{TABLE}')?.innerText || ''"
+
+
+def kpi_rows(pg) -> int:
+    return pg.locator(f"{TABLE} tbody tr").count()
 
 
 def wait_idle(pg, timeout: int = STEP_MS) -> None:
-    """Until the script has finished its run (no 'Running...' status widget) and KPIs exist."""
-    pg.wait_for_selector('[data-testid="stMetricValue"]', timeout=timeout)
+    """Until the script has finished its run (no 'Running...' status widget) and the KPI table exists."""
+    pg.wait_for_selector(TABLE, timeout=timeout)
     pg.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
     pg.wait_for_timeout(700)  # charts finish drawing
     pg.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
@@ -153,7 +160,8 @@ def assert_no_exception(pg) -> None:
 def test_slider_moves_charts_and_kpis_and_screenshot(page, server):
     open_app(page, server)
     assert_no_exception(page)
-    assert page.locator('[data-testid="stMetric"]').count() == 30
+    assert kpi_rows(page) == 5 and page.locator('[data-testid="stMetric"]').count() == 0
+    assert page.locator('[data-testid="stMain"] [data-testid="stVegaLiteChart"]').count() == 1, "one chart"
     SCREENSHOT.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOT))
 
@@ -186,7 +194,7 @@ def test_shared_url_restores_the_controls(page, server):
     assert page.locator('input[role="combobox"][aria-label="GPU"]').input_value() == "h100-80gb"
     strategies = page.locator('[data-testid="stMultiSelect"]').first.inner_text()
     assert "batch" in strategies and "naive" not in strategies and "hot_set" not in strategies
-    assert page.locator('[data-testid="stMetric"]').count() == 6
+    assert kpi_rows(page) == 1
     assert "H100" in page.locator('[data-testid="stCaptionContainer"]').first.inner_text()
     # the share link carries the values
     page.get_by_test_id("stExpander").get_by_text("Share this scenario").click()
@@ -231,7 +239,7 @@ def test_pages_without_controls_keep_the_scenario(page, server):
         assert slider(page, "Popularity skew (Zipf s)").get_attribute("value") == "1.3"
         assert slider(page, "Duration (s)").get_attribute("value") == "60"
         assert "zipf_s=1.3" in page.url and "duration_s=60" in page.url
-        assert page.locator('[data-testid="stMetric"]').count() == 30
+        assert kpi_rows(page) == 5
 
     page.get_by_role("link", name="Findings").click()
     wait_run(page)
@@ -265,8 +273,42 @@ def test_bad_url_warns_and_still_renders(page, server):
     for name in ["arrival_rate_rps", "zipf_s", "foo"]:
         assert name in text, text
     assert slider(page, "Arrival rate (req/s)").get_attribute("value") == "200"
-    assert page.locator('[data-testid="stMetric"]').count() == 30
+    assert kpi_rows(page) == 5
     assert "foo" not in page.url and "arrival_rate_rps=200" in page.url
+
+
+def test_picking_a_chart_reruns_only_its_fragment(page, server):
+    """The chart selector is page-local: a click asks the server for a rerun of the charts' fragment alone (the
+    rerun request names the fragment), so the simulations, the table and the sidebar are not run again; the
+    chart shown changes, the table does not."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    reruns: list[str] = []
+
+    def on_sent(payload) -> None:
+        if isinstance(payload, (bytes, bytearray)):
+            msg = BackMsg.FromString(bytes(payload))
+            if msg.WhichOneof("type") == "rerun_script":
+                reruns.append(msg.rerun_script.fragment_id)
+
+    page.on("websocket", lambda ws: ws.on("framesent", on_sent))
+    open_app(page, server, "?duration_s=60&strategy=naive&strategy=slora")
+    chart = page.locator('[data-testid="stMain"] [data-testid="stVegaLiteChart"]')
+    assert chart.count() == 1
+    table = metrics(page)
+    chart.first.scroll_into_view_if_needed()
+    before = chart.first.screenshot()
+    reruns.clear()
+    page.get_by_role("radiogroup", name="Chart").get_by_role("radio", name="GPU busy").click()
+    page.wait_for_function("() => document.querySelector('[data-testid=stMain]').innerText"
+                           ".includes('Inside the server over time')", timeout=STEP_MS)
+    wait_run(page)
+    assert reruns and all(reruns), f"a fragment rerun, not a full one: {reruns}"
+    assert chart.count() == 1
+    chart.first.scroll_into_view_if_needed()
+    assert chart.first.screenshot() != before, "the GPU-busy chart replaced the TTFT CDF"
+    assert metrics(page) == table
+    assert_no_exception(page)
 
 
 def test_download_per_request_csv(page, server, tmp_path):

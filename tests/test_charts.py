@@ -5,6 +5,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 import pytest
+from legacy import legacy_preset
 
 from app import charts
 from engine import STRATEGIES
@@ -43,6 +44,13 @@ def test_strategy_colors_are_stable_across_subsets():
     assert dict(zip(sub["domain"], sub["range"])) == {s: colors[s] for s in sub["domain"]}
     assert len(set(full["range"])) == len(full["range"]) or len(full["range"]) > len(charts._PALETTE)
     assert charts.strategy_color("batch") == colors["batch"]
+
+
+def test_strategies_of_a_column_in_engine_order_each_once():
+    col = pd.Series(["slora", "naive", "custom_b", "slora", "custom_a", "naive"] * 1000)
+    assert charts._sorted_strategies(col) == ["naive", "slora", "custom_b", "custom_a"]  # unknown: first seen
+    assert charts._sorted_strategies(list(col)) == charts._sorted_strategies(col)
+    assert charts.strategy_scale(col).to_dict()["domain"] == ["naive", "slora", "custom_b", "custom_a"]
 
 
 def test_downsample_keeps_ends_and_limit():
@@ -154,8 +162,9 @@ def test_timeseries_frame_downsamples_and_chart_per_metric():
         assert spec["title"] == charts.TS_METRICS[metric][0]
         assert set(chart.data.columns) == {"strategy", "t_s", "value"}
         assert len(chart.data) == (df["metric"] == metric).sum() <= 800
-    with_legend = charts.timeseries_chart(df, "queue_len", legend=True).to_dict()
-    assert with_legend["encoding"]["color"]["legend"] is not None
+    with_legend = charts.timeseries_chart(df, "queue_len", height=320, legend=True).to_dict()
+    assert with_legend["encoding"]["color"]["legend"] is not None and with_legend["height"] == 320
+    assert with_legend["encoding"]["color"]["scale"]["domain"] == ["naive", "slora"]  # one chart alone: its legend
 
 
 # -------------------------------------------------------------------- sweeps
@@ -238,9 +247,9 @@ def test_crossover_chart_all_ties_and_one_replication_leads():
 
 def test_charts_from_a_real_simulation():
     """End to end on engine output: the frames the app builds chart without error."""
-    from engine import Scenario, simulate
+    from engine import simulate
 
-    sc = Scenario.from_preset("default", duration_s=60.0, warmup_s=5.0, arrival_rate_rps=10.0)
+    sc = legacy_preset("default", duration_s=60.0, warmup_s=5.0, arrival_rate_rps=10.0)
     r = simulate(sc)
     cdf = charts.cdf_frame({"naive": r.requests}, (sc.warmup_s, sc.duration_s))
     charts.ttft_cdf_chart(cdf).to_dict()
@@ -376,11 +385,11 @@ def test_kv_frontier_frame_keeps_references_off_the_front_and_takes_the_noise_aw
 
 def test_kv_charts_from_real_simulations():
     """End to end on engine output: the KV page's frames chart without error."""
-    from engine import Scenario, simulate
+    from engine import simulate
 
     rows, ts = [], {}
     for s in ("single_adapter", "slora"):
-        r = simulate(Scenario.from_preset("kv-qwen2-0.5b-heavy", strategy=s, duration_s=10.0, warmup_s=2.0))
+        r = simulate(legacy_preset("kv-qwen2-0.5b-heavy", strategy=s, duration_s=10.0, warmup_s=2.0))
         rows.append({"strategy": s, "avg_frag": r.summary["avg_frag"],
                      "throughput_req_s": r.summary["throughput_req_s"]})
         ts[s] = r.timeseries
@@ -631,9 +640,9 @@ def test_plan_frontier_empty_or_infeasible_gives_a_note():
 
 def test_plan_frontier_from_a_real_plan():
     """End to end on the planner's own table: the chart builds and validates."""
-    from engine import Scenario, planner
+    from engine import planner
 
-    res = planner.plan(Scenario.from_preset("default", duration_s=40.0), {"ttft_p99_ms": 500},
+    res = planner.plan(legacy_preset("default", duration_s=40.0), {"ttft_p99_ms": 500},
                        {"gpu": ["a100-80gb", "h100-80gb"], "max_loras": [8], "strategy": ["vllm"]}, replications=1)
     d = charts.plan_frontier_frame(res.table, res.objective)
     assert len(d) == 2 and d["recommended"].sum() == 1 and d["on_frontier"].any()
@@ -732,9 +741,9 @@ def test_plan_replicas_chart_with_nothing_to_plot_says_so():
 def test_plan_replicas_chart_from_a_real_plan():
     """End to end on the planner's own min_replicas result: the chart builds, validates, and has one dot per
     replication of every candidate that meets the SLO."""
-    from engine import Scenario, planner
+    from engine import planner
 
-    sc = Scenario.from_preset("default", duration_s=40.0, num_adapters=50, arrival_rate_rps=40.0)
+    sc = legacy_preset("default", duration_s=40.0, num_adapters=50, arrival_rate_rps=40.0)
     res = planner.plan(sc, {"ttft_p99_ms": 400.0}, {"gpu": ["a100-80gb", "h100-80gb"]}, replications=2,
                        objective="min_replicas", workers=1)
     d = charts.plan_replicas_frame(res.table, res.runs, fields=list(res.grid))

@@ -277,7 +277,7 @@ def test_app_downloads_of_an_uploaded_model_are_inert(media, registry):
     errors = [e.value for e in at.error]
     assert any("_name_or_path" in e and "not allowed" in e for e in errors), errors
     assert not any("HYPERLINK" in e for e in errors)  # the refused value is not echoed
-    assert at.selectbox(key="model").value == "llama-2-7b"
+    assert at.selectbox(key="model").value == "llama-3.1-8b" == presets.SCENARIOS["default"]["model"]  # kept
 
     at.file_uploader(key="config_upload").set_value(("config.json", _config("acme/-Evil-3B"), "application/json"))
     at.run()
@@ -349,7 +349,7 @@ def test_url_warning_shows_the_value_literally(value):
     visible, tags = _rendered(src)
     assert value in visible and "a" not in tags and "img" not in tags, (src, tags)
     assert "](" not in src and ":material/" not in src.replace("\\", "")
-    assert at.selectbox(key="gpu").value == "a100-80gb"  # dropped: the preset's GPU
+    assert at.selectbox(key="gpu").value == "h100-80gb" == presets.SCENARIOS["default"]["gpu"]  # dropped: the preset's
 
 
 def test_url_issue_messages_keep_their_plain_text():
