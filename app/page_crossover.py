@@ -11,10 +11,10 @@ from engine import STRATEGIES, contenders_excluded
 
 MAX_GRID = 8
 #: Values per axis when the page opens.  It must fit ``runner.MAX_GRID_REQUESTS`` on the default scenario with the
-#: default strategies and replications (tests/test_app_defaults.py): 4 x 4 cells x 5 strategies x 3 replications =
-#: 240 runs of about 8,900 requests (the default rate axis spans 3-24 req/s over 660 s), about 2.1 million requests;
-#: a 5 x 5 grid would ask for 3.3 million.  Two other axes keep the sidebar's 16 req/s (10,560 requests a run): 4 x 4
-#: is then 2.53 million, above the cap, and the error names what fits (``what_fits``).
+#: default strategies and replications (tests/test_app_defaults.py computes the requests): on the default's 6 req/s
+#: over 660 s (about 4,000 requests a run) a 4 x 4 grid of 5 strategies x 3 replications over two axes other than
+#: the rate is about 0.95 million requests; the largest grid (8 x 8) asks for 3.2 million, above the cap, and the error names what fits
+#: (``what_fits``).
 DEFAULT_GRID = 4
 #: Paired replications per cell: a verdict needs a confidence interval, so at least 2.
 MIN_REPLICATIONS, DEFAULT_REPLICATIONS, MAX_REPLICATIONS = 2, 3, 5
