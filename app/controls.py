@@ -94,7 +94,23 @@ _PROFILE_FOLLOWERS = {"server", "gpu", "model"}
 def _server_label(v: str) -> str:
     if not v:
         return "as the preset states (its own cost model)"
-    return f"{v}: {presets.PROFILES[v].label}"
+    p = presets.PROFILES.get(v)
+    if p is None:
+        return v
+    return f"{v}: {p.label}" + (f" (calibrated on {p.fitted_on[0]} / {p.fitted_on[1]})" if p.user else "")
+
+
+#: Session-state key: the server profiles this session fitted (Validation page, "Use as my server profile").
+FITTED_PROFILES_KEY = "_fitted_profiles"
+
+
+def session_profiles() -> list[str]:
+    """The server profiles this session fitted (none outside a Streamlit session).  Every session's are in
+    ``presets.PROFILES`` (one registry per process, so that ``Scenario.validate`` accepts them), but the Server
+    control offers, and a URL may select, only the built-in ones and these."""
+    if get_script_run_ctx(suppress_warning=True) is None:
+        return []
+    return [n for n in st.session_state.get(FITTED_PROFILES_KEY) or [] if n in presets.PROFILES]
 
 
 @dataclass(frozen=True)
@@ -238,7 +254,7 @@ CONTROLS: list[Control] = [
             "strategy runs on it, so the comparison stays on one cost model. Blank: the preset's own stated cost "
             "model (a source document's or benchmark's setup). The badge above the results says whether the "
             "profile is calibrated on this GPU and model or transferred, and its measured error band.",
-            "Hardware and model", "select", str, options=lambda ctx: list(presets.SERVERS),
+            "Hardware and model", "select", str, options=lambda ctx: [*presets.SERVERS, *session_profiles()],
             default=_base("server"), labels=_server_label),
     Control("trace", "Traffic source", "Empty: generated traffic (the controls below). Or replay a real "
             "request trace shipped with the app: Azure's LLM inference traces of 2023 (conversation, coding; about "

@@ -263,7 +263,7 @@ def _sanitize_deployment(single: Mapping[str, str], multi: Mapping[str, list[str
                          warn: Callable[..., None]) -> dict[str, str | list[str]]:
     """``sanitize_query``'s part for the mode and the deployment form's plan_d_* parameters (same rules)."""
     clean: dict[str, str | list[str]] = {}
-    choices = {K_MODE: list(MODES), K_D_SERVER: list(planner.PROFILES), K_D_MODEL: controls.model_options(),
+    choices = {K_MODE: list(MODES), K_D_SERVER: server_options(), K_D_MODEL: controls.model_options(),
                K_D_MODULES: list(presets.TARGET_MODULES), K_D_LENGTHS: list(ENUMS["length_dist"]),
                K_D_POPULARITY: list(ENUMS["popularity"]), K_D_SLO_METRIC: list(planner.SLO_METRICS),
                K_D_SLO2_METRIC: [NONE, *planner.SLO_METRICS], K_D_OBJECTIVE: list(planner.OBJECTIVES)}
@@ -438,6 +438,11 @@ def parse_band(text: str) -> str:
     return _num(v)
 
 
+def server_options() -> list[str]:
+    """The form's servers: the built-in profiles and the ones this session fitted (never another session's)."""
+    return [k for k in planner.PROFILES if not planner.PROFILES[k].user] + controls.session_profiles()
+
+
 def band_arg(band: str):
     """``parse_band``'s text as ``planner.plan``'s ``band`` argument."""
     return None if band == "none" else "auto" if band == "auto" else float(band)
@@ -446,7 +451,7 @@ def band_arg(band: str):
 def form_prefill(sc: Scenario | None) -> dict:
     """The form's first values: what the scenario states (``Deployment.from_scenario``; the engine's defaults if
     there is none), the page's SLO and objective defaults.  Control key -> value."""
-    server = (sc.server if sc is not None and sc.server in planner.PROFILES else
+    server = (sc.server if sc is not None and sc.server in server_options() else
               "slora" if sc is not None and sc.strategy == "slora" else "vllm")
     d = planner.Deployment() if sc is None else planner.Deployment.from_scenario(sc, server)
     ml = sorted({*DEFAULT_D_MAX_LORAS, *([d.max_loras] if d.max_loras >= 1 else [])})
@@ -919,8 +924,8 @@ def _deployment_form(state: controls.AppState) -> tuple[Inputs | None, str | Non
                    "'Add a base model'; it joins this list for the session)")
         r = st.columns([1, 1.6, 2.4], gap="medium")
         v[K_D_SERVER] = r[0].selectbox(
-            "Server", list(planner.PROFILES), index=list(planner.PROFILES).index(pre[K_D_SERVER]), key=K_D_SERVER,
-            **kw, help="The serving engine (" + ", ".join(f"{k}: {p.label}" for k, p in planner.PROFILES.items())
+            "Server", server_options(), index=server_options().index(pre[K_D_SERVER]), key=K_D_SERVER,
+            **kw, help="The serving engine (" + ", ".join(f"{k}: {planner.PROFILES[k].label}" for k in server_options())
             + "); its profile (planner.PROFILES) sets the cost model, the scheduling and the "
                  "server's own defaults (batch limits per GPU, memory utilisation).")
         v[K_D_MODEL] = r[1].selectbox(

@@ -31,6 +31,10 @@ Two parts:
   The fitted scenario can be downloaded (fitted.json: ``python -m engine run --scenario``), or loaded
   into the shared scenario controls through the scenario.json import path
   (``controls.apply_scenario``) and opened on the What-if page (and, for tool files, the Plan page).
+  A tool-file fit can also become the user's own server profile ("Use as my server profile":
+  ``engine.presets.register_profile`` with ``engine.calibration.profile_args``), offered in this session's
+  sidebar Server control only (``controls.session_profiles``) and selected there; fitted parameters are
+  shown by name with their units (``engine.calibration.PARAM_LABELS``), the field name in parentheses.
 
 The page does not draw the scenario controls; the fit can start from the shared scenario
 (``controls.current()``: the values last set on the What-if, Sweeps or Crossover page).
@@ -672,8 +676,10 @@ def fit_tool_upload(runs, base: Scenario, settings: dict, params, metrics=None, 
     ``server_scenario`` (the server the user states), ``choose_hold_out``, ``fit_tool_runs``, ``provenance``.
 
     Returns a plain dict (kept in session state): values, start, bounds, the per-run table, the summary
-    per split and metric, TTFT distributions, parameters at a bound, errors above 25 %, notes, the fitted
-    scenario.json, the provenance, the same command line.  ``progress(fraction, text)`` is called per
+    per split and metric, the headline errors (``engine.calibration.headline_errors``: throughput, per-step
+    cost, TTFT mean / median / p99), TTFT distributions, parameters at a bound, errors above 25 %, notes, the
+    fitted scenario.json, the provenance, the same command line, and the arguments of the server profile it
+    makes (``engine.calibration.profile_args``; registered by "Use as my server profile").  ``progress(fraction, text)`` is called per
     evaluation.  Raises ValueError naming the setting, the run or the cap.
     """
     params = list(params)
@@ -710,6 +716,7 @@ def fit_tool_upload(runs, base: Scenario, settings: dict, params, metrics=None, 
                          log=log)
     res = tf.result
     command = calibrate_command(names, preset, settings, params, metrics, hold_out, nfev)
+    prov = C.provenance(tf, names, params, command)
     return {
         "kind": "tool", "name": ", ".join(names), "names": names, "preset": preset,
         "base_label": base_label or preset or "custom", "params": params, "metrics": metrics, "hold_out": hold_out,
@@ -718,11 +725,13 @@ def fit_tool_upload(runs, base: Scenario, settings: dict, params, metrics=None, 
         "at_bounds": list(tf.at_bounds), "large_errors": list(tf.large_errors),
         "traffic_note": tf.notes[0] if tf.notes else "", "notes": list(tf.notes[1:]), "server_notes": server_notes,
         "server": server_text(server), "scenario_json": tf.scenario.to_json(),
-        "provenance": C.provenance(tf, names, params, command), "command": command,
+        "provenance": prov, "command": command,
         "runs": len(runs), "n_train": n_train, "held_out": [r.source for r, h in zip(runs, held) if h],
         "evaluations": res.nfev, "simulations": res.nfev * n_train + extra, "max_nfev": nfev,
         "wall_s": res.wall_s, "status": res.status,
         "fitted_metrics": list(dict.fromkeys(tf.table.loc[tf.table["fitted"].astype(bool), "metric"])),
+        "headline": C.headline_errors(tf.table),
+        "profile_args": C.profile_args(tf, names, when=prov["created"][:10]),
     }
 
 
@@ -1023,7 +1032,7 @@ def _use_fitted(key: str = FIT_KEY) -> None:
 
 def _param_help() -> str:
     return "Cost-model parameters the fit may vary, each within its physical range:\n\n" + "\n".join(
-        f"- **{p}**: {lo:g} to {hi:g}" for p, (lo, hi) in C.FIT_BOUNDS.items())
+        f"- **{C.PARAM_LABELS[p]}** (`{p}`): {lo:g} to {hi:g}" for p, (lo, hi) in C.FIT_BOUNDS.items())
 
 
 def _fit_form(state) -> None:
@@ -1052,7 +1061,7 @@ def _fit_form(state) -> None:
                                  "or the shared scenario set with the sidebar controls of the What-if, Sweeps and "
                                  "Crossover pages.")
         params = c2.multiselect("Parameters to fit", list(C.FIT_BOUNDS), default=list(C.DEFAULT_PARAMS),
-                                key="fit_params", help=_param_help())
+                                key="fit_params", help=_param_help(), format_func=C.param_label)
         metrics = c3.multiselect("Metrics to fit", [*C.METRIC_COLUMNS, *C.EXTRA_METRICS], default=[],
                                  key="fit_metrics", placeholder="Every metric column in the file",
                                  help="Relative errors of these metrics are minimised (soft-L1 least squares); "
@@ -1095,9 +1104,9 @@ def _fit_result(fit: dict) -> None:
         st.caption(n)
     stuck = [p for p in fit["params"] if fit["values"][p] == fit["start"][p]]
     if stuck:
-        st.warning(f"{', '.join(stuck)} stayed at the base value: the simulated metrics of these rows did not "
-                   "respond to it (for instance, a base scenario with service_mode 'fixed' uses fixed per-token "
-                   "times instead of the efficiencies), or the base value already fits best.",
+        st.warning(f"{', '.join(map(C.param_label, stuck))} stayed at the base value: the simulated metrics of "
+                   "these rows did not respond to it (for instance, a base scenario with service_mode 'fixed' uses "
+                   "fixed per-token times instead of the efficiencies), or the base value already fits best.",
                    icon=":material/info:")
     if fit["ignored"]:
         ign = fit["ignored"]
@@ -1108,8 +1117,9 @@ def _fit_result(fit: dict) -> None:
         v, s0 = fit["values"][p], fit["start"][p]
         lo, hi = fit["bounds"][p]
         at_bound = " (at its bound)" if min(abs(v - lo), abs(v - hi)) <= 1e-6 * max(1.0, hi - lo) else ""
-        col.metric(p, f"{v:.4g}", f"{v - s0:+.3g} vs base {s0:.4g}", delta_color="off", delta_arrow="off",
-                   help=f"Fitted value of {p}{at_bound}; allowed range {lo:g} to {hi:g}.")
+        col.metric(C.param_label(p), f"{v:.4g}", f"{v - s0:+.3g} vs base {s0:.4g}", delta_color="off",
+                   delta_arrow="off", help=f"Fitted value of {C.PARAM_LABELS.get(p, p)}, the scenario field `{p}`"
+                                           f"{at_bound}; allowed range {lo:g} to {hi:g}.")
 
     b1, b2, _ = st.columns([1, 1, 2])
     b1.download_button("Fitted scenario.json", data=exports.scenario_json(Scenario.from_json(fit["scenario_json"])),
@@ -1318,7 +1328,8 @@ def _tool_form(runs, base_sc: Scenario) -> tuple[bool, dict]:
         c4.number_input("Popularity exponent (S or A)", min_value=0.0, max_value=10.0, step=0.1, format="%.3g",
                         key=k("popularity_value"), help="Zipf S (>= 0) or power A (> 0); unused when uniform.")
         c1, c2, c3 = st.columns(3)
-        c1.multiselect("Parameters to fit", list(C.FIT_BOUNDS), key=k("params"), help=_param_help())
+        c1.multiselect("Parameters to fit", list(C.FIT_BOUNDS), key=k("params"), help=_param_help(),
+                       format_func=C.param_label)
         c2.multiselect("Metrics to fit", metric_opts, key=k("metrics"),
                        placeholder=", ".join(C.DEFAULT_FIT_METRICS) + " (default)",
                        help="Relative errors of these metrics are minimised; every metric the replay can compute "
@@ -1384,8 +1395,9 @@ def _tool_result(fit: dict) -> None:
         lo, hi = fit["bounds"][p]
         delta = (f"at its {'lower' if abs(v - lo) <= abs(v - hi) else 'upper'} bound" if p in hits
                  else f"{v - s0:+.3g} vs start {s0:.4g}")
-        col.metric(p, f"{v:.4g}", delta, delta_color="inverse" if p in hits else "off", delta_arrow="off",
-                   help=f"Fitted value of {p} (started at {s0:.4g}); allowed range {lo:g} to {hi:g}.")
+        col.metric(C.param_label(p), f"{v:.4g}", delta, delta_color="inverse" if p in hits else "off",
+                   delta_arrow="off", help=f"Fitted value of {C.PARAM_LABELS.get(p, p)}, the scenario field `{p}` "
+                                           f"(started at {s0:.4g}); allowed range {lo:g} to {hi:g}.")
     if fit["large_errors"]:
         errs = fit["large_errors"]
         more = f"; and {len(errs) - 10} more (see the table)" if len(errs) > 10 else ""
@@ -1408,6 +1420,21 @@ def _tool_result(fit: dict) -> None:
                                 "worst_case": st.column_config.TextColumn("Worst run")})
     st.caption("Error = simulated / measured - 1; train: the runs fitted, held-out: the runs only evaluated.  "
                "MAPE and median over runs with a finite simulated value.")
+    head = fit["headline"]
+    if len(head):
+        st.markdown("##### Throughput, per-step cost and the TTFT distribution (mean, median, p99)")
+        st.dataframe(_finite(head.assign(metric=head["metric"].map(metric_title)), ["mape", "p90_abs", "worst_abs"]),
+                     hide_index=True, width="stretch", key=_tool_key("fit_headline"),
+                     column_config={"split": st.column_config.TextColumn("Split"),
+                                    "metric": st.column_config.TextColumn("Metric", width="medium"),
+                                    "n_runs": st.column_config.NumberColumn("Runs", format="%d"),
+                                    **_pct_cols(mape="MAPE", p90_abs="p90 |error|", worst_abs="Worst |error|")})
+        st.caption("The TTFT distribution's mean, median and p99 side by side, per split (p90: the 90th percentile "
+                   "over runs).  By default the fit minimises those the files have: "
+                   f"{', '.join(C.DEFAULT_FIT_METRICS)}, relative errors weighted 1, the median TTFT "
+                   f"{C.FIT_METRIC_WEIGHTS['median_ttft_ms']:g} and the p99 "
+                   f"{C.FIT_METRIC_WEIGHTS['p99_ttft_ms']:g} (order statistics are noisier).  A server profile "
+                   "made from this fit keeps these errors: held-out ones if runs were held out.")
     table = fit["table"]
     fitted = [m for m in fit["fitted_metrics"] if m in set(table["metric"])]
     if fitted:
@@ -1462,6 +1489,7 @@ def _tool_result(fit: dict) -> None:
                               "(as python -m engine calibrate writes it).")
     b[4].download_button("Errors CSV", data=exports.csv_bytes(table), file_name="fitted_errors.csv",
                          mime="text/csv", key=_tool_key("dl_errors"), icon=":material/download:", width="stretch")
+    _profile_part(fit)
     prov = fit["provenance"]
     with st.expander("Provenance", icon=":material/history_edu:"):
         st.markdown(f"Fitted on **{prov['created']}** from {', '.join(f'`{f}`' for f in prov['files'])} "
@@ -1469,6 +1497,63 @@ def _tool_result(fit: dict) -> None:
                     "(the files saved under these names):")
         st.code(fit["command"], language="bash", wrap_lines=True)
         st.json(json.loads(json.dumps(prov, default=str)), expanded=1)
+
+
+#: Server profiles one session may add from its fits (``_use_as_profile``).
+MAX_SESSION_PROFILES = 20
+
+
+def _use_as_profile() -> None:
+    """Button callback: register the tool-file fit as this session's own server profile
+    (``engine.presets.register_profile``), add it to the session's list (``controls.session_profiles``: only this
+    session's Server control offers it) and select it there; the button then opens the What-if page."""
+    ss = st.session_state
+    fit = ss.get(TOOL_FIT_KEY)
+    if not fit:
+        return
+    mine = controls.session_profiles()
+    try:
+        if len(mine) >= MAX_SESSION_PROFILES:
+            raise ValueError(f"{len(mine)} profiles in this session; allowed: at most {MAX_SESSION_PROFILES} (a new "
+                             "browser session starts with none)")
+        p = presets.register_profile(**fit["profile_args"])
+    except ValueError as e:
+        ss[TOOL_FIT_ERROR] = f"The server profile was refused: {e}"
+        fit.pop("profile_name", None)
+        return
+    ss[controls.FITTED_PROFILES_KEY] = [*(n for n in mine if n != p.name), p.name]
+    ss["server"] = p.name
+    fit["profile_name"] = p.name
+    gpu, model = p.fitted_on
+    if gpu in presets.GPUS and model in controls.model_options():  # the user's own server: its GPU and model
+        ss["gpu"], ss["model"], ss["pcie_gbps"] = gpu, model, float(presets.GPUS[gpu].pcie_gbps)
+    vals = ", ".join(f"{C.PARAM_LABELS.get(k, k)} {v:.4g}" for k, v in fit["values"].items())
+    ss.pop("_upload_error", None)
+    ss["_upload_msg"] = (f"Server profile {p.name} ({p.label}) added for this session and selected as the Server: "
+                         f"the cost model fitted to {fit['name']} ({vals}) with {p.base}'s server settings; calibrated "
+                         f"on {gpu} / {model}, transferred on another GPU or model (the badge above the results says "
+                         "which, with its error band).")
+
+
+def _profile_part(fit: dict) -> None:
+    """The fit as the user's own server profile: what it holds, the button."""
+    pa = fit["profile_args"]
+    st.markdown("##### Your own server profile")
+    errs = pa["errors"]
+    split = next((e["split"] for e in errs.values()), "in-sample")
+    st.caption(f"Use this fit as a server profile, like the built-in vLLM and S-LoRA ones: the fitted cost fields "
+               f"with {pa['base']}'s server settings (its batch limits per GPU, memory, KV allocation, load path).  It "
+               f"is *calibrated* on {pa['gpu']} / {pa['model']}, where it was fitted, and *transferred* on any other "
+               "GPU or model; its error band is its own 90th-percentile error over "
+               + ("the runs held out of the fit." if split == "held-out" else
+                  "the fitted runs, never narrower than a transferred band (nothing was held out: hold out a run to "
+                  "measure it).")
+               + "  Only this browser session offers it in the sidebar's Server control.")
+    if st.button("Use as my server profile", key=_tool_key("use_profile"), icon=":material/dns:",
+                 on_click=_use_as_profile, help="Adds this fit as your server profile for this session, selects it "
+                 "in the sidebar's Server control (every compared strategy then runs on it) and opens the What-if "
+                 "page.") and fit.get("profile_name"):
+        st.switch_page(st.Page(page_whatif.render, url_path=WHATIF_PAGE), query_params={})
 
 
 # ------------------------------------------------------------------ page

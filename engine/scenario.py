@@ -394,7 +394,10 @@ class Scenario:
         if self.strategy not in STRATEGIES:
             bad("strategy", ", ".join(STRATEGIES))
         for name, allowed in ENUMS.items():
-            if getattr(self, name) not in allowed:
+            if name == "server":  # the live registry: built-in profiles and those register_profile added since
+                if self.server and self.server not in presets.PROFILES:
+                    bad(name, ", ".join(allowed) + " (or a profile added with engine.presets.register_profile)")
+            elif getattr(self, name) not in allowed:
                 bad(name, ", ".join(allowed))
         if self.trace and self.trace not in TRACES:
             bad("trace", "'' (the drawn workload) or a shipped trace: " + ", ".join(TRACES))

@@ -104,6 +104,7 @@ def test_cli_calibrate_writes_scenario_and_error_table(tmp_path):
              "--params", "compute_eff", "--max-nfev", "3")
     assert r.returncode == 0, r.stderr
     assert "compute_eff" in r.stdout and "rel_error" in r.stdout
+    assert "GEMM efficiency (share of FP16 peak) (compute_eff) = " in r.stdout  # in words, unit, field name
     sc = Scenario.from_json(out.read_text())
     assert 0.05 <= sc.compute_eff <= 1.0
     err = pd.read_csv(tmp_path / "fitted_errors.csv")
@@ -112,6 +113,7 @@ def test_cli_calibrate_writes_scenario_and_error_table(tmp_path):
 
 @pytest.mark.parametrize("content,args,match", [
     ("arrival_rate_rps\n2\n", (), "request_throughput: missing, and no other metric column"),
+    (GOOD, ("--profile-out", "p.json"), "--profile-out: needs benchmark tool result files"),
     (GOOD, ("--params", "compute_eff,nope"), "params: unknown value 'nope'"),
     (None, (), "data: no such file"),
 ])

@@ -102,6 +102,8 @@ def test_badge_on_every_scenario_page(page):
     at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=180)
     at.query_params["duration_s"] = "60"
     at.query_params["preset"] = "slora-a10g-s1"
+    if page == "plan":  # its advanced path plans the sidebar's scenario (the form's badge: test_app_plan_badge.py)
+        at.query_params["plan_mode"] = "sidebar"
     at.run()
     if page:
         goto(at, page)

@@ -48,11 +48,13 @@ from .feasibility import feasibility_accuracy, feasibility_reserve_bracket, feas
 from .fitting import (
     DEFAULT_PARAMS,
     FIT_BOUNDS,
+    PARAM_LABELS,
     FitResult,
     _check_params,  # noqa: F401  (the CLI validates --params before loading data)
     fit,
     fit_cases,
     measurement_cases,
+    param_label,
 )
 from .kernel_fit import (
     HOLD_OUTS,
@@ -73,14 +75,20 @@ from .measurements import EXTRA_METRICS, METRIC_COLUMNS, TOOL_FORMATS, load_meas
 from .readers import (
     DEFAULT_FIT_METRICS,
     ERROR_FLAG,
+    FIT_METRIC_WEIGHTS,
+    HEADLINE_METRICS,
     HOLD_OUT_CHOICES,
     ToolFit,
     ToolRun,
     choose_hold_out,
     fit_tool_runs,
     formats_understood,
+    headline_errors,
+    headline_text,
     is_tool_file,
     match_model,
+    profile_args,
+    profile_errors_of,
     provenance,
     read_tool_file,
     read_tool_files,
@@ -131,13 +139,14 @@ __all__ = [
     # benchmark tools' result files
     "TOOL_FORMATS", "tool_format", "ToolRun", "formats_understood", "read_tool_file", "read_tool_files", "tool_paths",
     "is_tool_file", "match_model", "server_scenario", "tool_cases", "simulate_run", "ttft_distribution", "to_vllm_bench_json",
-    "to_guidellm_json", "to_aiperf_json", "DEFAULT_FIT_METRICS", "ERROR_FLAG", "HOLD_OUT_CHOICES", "ToolFit",
-    "choose_hold_out", "fit_tool_runs", "provenance",
+    "to_guidellm_json", "to_aiperf_json", "DEFAULT_FIT_METRICS", "FIT_METRIC_WEIGHTS", "ERROR_FLAG", "HOLD_OUT_CHOICES", "ToolFit",
+    "choose_hold_out", "fit_tool_runs", "provenance", "HEADLINE_METRICS", "headline_errors", "headline_text",
+    "profile_errors_of", "profile_args",
     # cases and errors
     "Case", "engine_metrics", "typed_values", "simulate_case", "simulate_cases", "error_table",
     "summarize_errors",
     # fitting
-    "FIT_BOUNDS", "DEFAULT_PARAMS", "FitResult", "fit_cases", "measurement_cases", "fit",
+    "FIT_BOUNDS", "DEFAULT_PARAMS", "PARAM_LABELS", "param_label", "FitResult", "fit_cases", "measurement_cases", "fit",
     # reference data
     "REF_DIR",
     "SLORA_SEED", "slora_trace", "slora_metrics", "slora_cases",

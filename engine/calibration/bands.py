@@ -39,7 +39,7 @@ from ..limits import write_csv
 from ..scenario import Scenario
 from .cases import Case, _rel, error_table, simulate_cases
 from .slora_s1 import slora_cases
-from .status import CALIBRATED, FITTED_FIELDS, calibration_status
+from .status import _ERROR_NAMES, CALIBRATED, FITTED_FIELDS, calibration_status
 from .vllm_runs import vllm_cases
 
 CAL_VLLM = "calibrated:vllm"
@@ -318,8 +318,13 @@ BAND_RULE = (
     "(per metric, the larger of the two).  *Modified* or *uncalibrated*: the default roofline's error on the real "
     "vLLM runs, `uncalibrated:roofline-on-vllm`, never narrower than any transferred band (per metric, the "
     "largest of it, the transfer basis and both calibrated bases).  So calibrated <= transferred <= uncalibrated "
-    "by construction.  The planner runs the search again with the cost model 1 + band times slower and faster "
-    "(`Scenario.cost_scale`).")
+    "by construction.  *A user's own server profile* (`engine.presets.register_profile`, fitted from their "
+    "benchmark file): on the GPU and model it was fitted on, its own 90th percentiles (throughput; the per-step "
+    "cost, mean TPOT or ITL, else mean TTFT) over the runs held out of its fit; fitted in-sample only (nothing "
+    "held out), per metric never narrower than a transferred band of its server (the transfer basis and the "
+    "server's calibrated basis), as a calibrated preset with nothing held out; on another GPU or model, per metric "
+    "the largest of its own errors, the transfer basis and its server's calibrated basis.  The planner runs the "
+    "search again with the cost model 1 + band times slower and faster (`Scenario.cost_scale`).")
 
 
 def _family(preset: str) -> str:
@@ -357,7 +362,11 @@ def error_band(sc: Scenario, table: pd.DataFrame | None = None) -> dict:
     * transferred: the measured transfer error ``transferred:slora-a10g->a100``, never narrower than the
       calibrated basis it transfers from (per metric, the larger of the two);
     * modified or uncalibrated: ``uncalibrated:roofline-on-vllm``, never narrower than any transferred band (per
-      metric, the largest of it, the transfer basis and both calibrated bases).
+      metric, the largest of it, the transfer basis and both calibrated bases);
+    * a user's own server profile (``engine.presets.register_profile``; ``_user_band``): on its fitted GPU and
+      model, its own p90s over the runs held out of its fit (basis ``user:<name>``, no table needed); fitted
+      in-sample only, or on another pair, per metric the largest of its own p90s, ``transferred:slora-a10g->a100``
+      and its server's calibrated basis (so never narrower than a transferred band).
 
     So calibrated <= transferred <= uncalibrated.  ``table``: the error-basis table (default ``error_bases()``);
     when it has not been generated the band is NaN and the note says so (the planner then runs no band).
@@ -365,6 +374,8 @@ def error_band(sc: Scenario, table: pd.DataFrame | None = None) -> dict:
     st = calibration_status(sc)
     out = {"status": st.kind, "basis": "", "bases": (), "throughput_p90": math.nan, "latency_p90": math.nan,
            "band": math.nan}
+    if st.profile is not None and st.kind in ("calibrated", "transferred"):
+        return _user_band(sc, st, table, out)
     try:
         t = error_bases() if table is None else table
     except FileNotFoundError as e:
@@ -390,7 +401,8 @@ def error_band(sc: Scenario, table: pd.DataFrame | None = None) -> dict:
                 f"({_describe(t, bases[1])}) and the measured transfer of the S-LoRA A10G fit to the A100 "
                 f"({_describe(t, TRANSFER)})")
     else:
-        what = (f"cost fields of the calibrated {st.preset} changed" if st.kind == "modified" else
+        what = (f"cost fields of your profile {st.profile} changed" if st.kind == "modified" and st.profile else
+                f"cost fields of the calibrated {st.preset} changed" if st.kind == "modified" else
                 "uncalibrated stated per-token times (service_mode fixed)" if sc.service_mode == "fixed" else
                 "uncalibrated roofline")
         note = (f"{what} on {sc.gpu} / {sc.model}: the default roofline's error on the real vLLM runs "
@@ -398,6 +410,61 @@ def error_band(sc: Scenario, table: pd.DataFrame | None = None) -> dict:
     note += f": ±{100 * max(thr, lat):.0f} % (error basis {bases[0]})."
     return {**out, "basis": bases[0], "bases": bases, "throughput_p90": thr, "latency_p90": lat,
             "band": max(thr, lat), "note": note}
+
+
+#: A user profile's per-step cost metrics, in order of preference; without any, its mean TTFT stands for latency.
+USER_LATENCY_METRICS = ("mean_tpot_ms", "mean_itl_ms", "mean_ttft_ms")
+
+
+def user_profile_p90(p) -> tuple[float, float, str, str, int]:
+    """A user profile's own (throughput p90, latency p90, latency metric, split, runs) from its ``errors``
+    (NaN where not measured): the latency is the first of ``USER_LATENCY_METRICS`` it has."""
+    e = p.errors or {}
+    def get(m):
+        v = (e.get(m) or {}).get("p90_abs")
+        return math.nan if v is None else float(v)
+    lm = next((m for m in USER_LATENCY_METRICS if not math.isnan(get(m))), "")
+    split = next((x["split"] for x in e.values()), "in-sample")
+    n = max((int(x["n_runs"]) for x in e.values()), default=0)
+    return get("request_throughput"), get(lm) if lm else math.nan, lm, split, n
+
+
+def _user_band(sc: Scenario, st, table: pd.DataFrame | None, out: dict) -> dict:
+    """``error_band`` of a scenario on a user's server profile (``st.profile``), calibrated or transferred: its own
+    held-out 90th percentiles on its pair; fitted in-sample only, or on another pair, per metric the largest of its
+    own, the transfer basis and its server's calibrated basis (``BAND_RULE``)."""
+    from ..presets.servers import PROFILES
+    p = PROFILES[st.profile]
+    thr, lat, lm, split, n = user_profile_p90(p)
+    what = (f"your profile {p.name} (fitted on {' / '.join(p.fitted_on)}; {split}, {n} run{'s' if n != 1 else ''}: "
+            f"{_pct(thr)} throughput, {_pct(lat)} {_ERROR_NAMES.get(lm, 'latency')})")
+    if st.kind == "calibrated" and split == "held-out":
+        vals = [v for v in (thr, lat) if math.isfinite(v)]
+        band = max(vals) if vals else math.nan
+        return {**out, "basis": f"user:{p.name}", "bases": (f"user:{p.name}",), "throughput_p90": thr,
+                "latency_p90": lat, "band": band,
+                "note": f"{what}, held out of its fit: ±{100 * band:.0f} % (its own held-out runs)." if
+                math.isfinite(band) else f"{what}: no finite held-out error."}
+    try:
+        t = error_bases() if table is None else table
+    except FileNotFoundError as e:
+        return {**out, "note": f"no measured error: {e}"}
+    fam = CAL_SLORA if p.base == "slora" else CAL_VLLM
+    bases = (TRANSFER, fam)
+    thr_b = max(thr if math.isfinite(thr) else 0.0, *(_p90(t, b, ("request_throughput",))[0] for b in bases))
+    lat_b = max(lat if math.isfinite(lat) else 0.0, *(_p90(t, b, LATENCY_METRICS)[0] for b in bases))
+    band = max(thr_b, lat_b)
+    how = ("fitted in-sample only (nothing held out), so treated as transferred" if st.kind == "calibrated" else
+           f"transferred to {sc.gpu} / {sc.model}")
+    note = (f"{what}, {how}: per metric the widest of its own errors, the measured transfer of the S-LoRA A10G fit "
+            f"to the A100 ({_describe(t, TRANSFER)}) and its server's calibrated basis {fam} "
+            f"({_describe(t, fam)}): ±{100 * band:.0f} % (error basis {TRANSFER}).")
+    return {**out, "basis": TRANSFER, "bases": (f"user:{p.name}", *bases), "throughput_p90": thr_b,
+            "latency_p90": lat_b, "band": band, "note": note}
+
+
+def _pct(x: float) -> str:
+    return f"±{100 * x:.0f} %" if math.isfinite(x) else "n/a"
 
 
 SIDES = ("pessimistic", "optimistic")

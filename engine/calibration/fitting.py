@@ -26,6 +26,25 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "load_latency_ms": (0.0, 100.0),
 }
 DEFAULT_PARAMS = ("compute_eff", "bw_eff", "step_overhead_ms")
+#: What each parameter of FIT_BOUNDS is, in words and with its unit, for the user (``calibrate``'s output, the
+#: dashboard's fit): the field name follows in parentheses (``param_label``), to map it to the scenario JSON.
+#: The step-time terms are those of docs/model.md 5.1; the load latency, 5.3.
+PARAM_LABELS: dict[str, str] = {
+    "compute_eff": "GEMM efficiency (share of FP16 peak)",
+    "bw_eff": "memory-bandwidth efficiency (share of HBM peak)",
+    "step_overhead_ms": "per-step overhead (ms)",
+    "lora_ms_per_adapter": "LoRA cost per distinct adapter in a step (ms)",
+    "lora_ms_per_slot": "LoRA cost per adapter slot per step (ms)",
+    "lora_us_per_token_slot": "LoRA cost per token and adapter slot (µs)",
+    "frontend_ms": "front-end latency per request (ms)",
+    "max_in_system": "cap on requests in the server (requests)",
+    "load_latency_ms": "adapter load latency, fixed part (ms)",
+}
+
+
+def param_label(p: str) -> str:
+    """``PARAM_LABELS[p]`` followed by the field name: "per-step overhead (ms) (step_overhead_ms)"."""
+    return f"{PARAM_LABELS[p]} ({p})" if p in PARAM_LABELS else p
 
 
 @dataclass
@@ -63,10 +82,11 @@ def _check_params(params, bounds) -> tuple[list[str], dict[str, tuple[float, flo
 
 def fit_cases(cases: list[Case], params=DEFAULT_PARAMS, bounds=None, start: dict | None = None,
               max_nfev: int = 60, diff_step: float = 0.02, loss: str = "soft_l1",
-              log=None, workers: int | None = None) -> FitResult:
+              log=None, workers: int | None = None, weights: dict[str, float] | None = None) -> FitResult:
     """Least-squares fit of ``params`` (shared by all cases) on relative errors.
 
-    Residual per (case, fitted metric): simulated / measured - 1 (``soft_l1`` loss, so a
+    Residual per (case, fitted metric): simulated / measured - 1, times ``weights[metric]``
+    (default 1; a tool file's fit: ``readers.FIT_METRIC_WEIGHTS``) (``soft_l1`` loss, so a
     few runs the model cannot reproduce do not dominate).  The request streams are
     fixed (each case's seed or trace), so the objective is deterministic.  Parameters
     are optimised on their range mapped to [0.25, 1.25], so the finite-difference step
@@ -111,7 +131,7 @@ def fit_cases(cases: list[Case], params=DEFAULT_PARAMS, bounds=None, start: dict
                 if not (math.isfinite(m) and m > 0):
                     continue
                 r = _rel(s.get(k, math.nan), m)
-                out.append(10.0 if not math.isfinite(r) else r)
+                out.append((10.0 if not math.isfinite(r) else r) * (weights or {}).get(k, 1.0))
         return np.asarray(out, float)
 
     if resid(z0).size == 0:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..presets.servers import PROFILES, ServerProfile
 from ..scenario import Scenario
 
 #: The cost-model parameters a calibration fits (engine/calibration/fitting.py FIT_BOUNDS and
@@ -56,12 +57,14 @@ CALIBRATED: dict[str, Calibration] = {c.preset: c for c in (
 @dataclass(frozen=True)
 class CalibrationStatus:
     """``kind``: "calibrated", "modified" (a calibrated GPU/model pair with other cost parameters),
-    "transferred" (fitted parameters used on another GPU or model) or "uncalibrated"."""
+    "transferred" (fitted parameters used on another GPU or model) or "uncalibrated".  ``profile``: the user's
+    server profile (``engine.presets.register_profile``) the status refers to, if any."""
 
     kind: str
     label: str
     detail: str
     preset: str | None = None
+    profile: str | None = None
 
 
 def _same(a, b) -> bool:
@@ -85,12 +88,71 @@ def _fields(sc: Scenario) -> tuple[str, ...]:
     return tuple(f for f in FITTED_FIELDS if not (skip and f == "max_in_system"))
 
 
+#: A user profile's error metrics in words (``engine.calibration.HEADLINE_METRICS``).
+_ERROR_NAMES = {"request_throughput": "request throughput", "mean_tpot_ms": "mean TPOT", "mean_itl_ms": "mean ITL",
+                "mean_ttft_ms": "mean TTFT", "median_ttft_ms": "median TTFT", "p99_ttft_ms": "p99 TTFT"}
+
+
+def user_errors_text(p: ServerProfile, short: bool = False) -> str:
+    """A user profile's errors in words: "request throughput p90 2.1 %, ... (held-out, 2 runs)"; ``short``:
+    throughput and the per-step cost only."""
+    errs = {m: e for m, e in (p.errors or {}).items() if e.get("p90_abs") is not None}
+    if short:
+        lat = next((m for m in ("mean_tpot_ms", "mean_itl_ms", "mean_ttft_ms") if m in errs), None)
+        errs = {m: errs[m] for m in ("request_throughput", lat) if m in errs}
+    if not errs:
+        return "no error measured"
+    first = next(iter(errs.values()))
+    n = max(e["n_runs"] for e in errs.values())
+    return (", ".join(f"{_ERROR_NAMES.get(m, m)} p90 {100 * e['p90_abs']:.1f} %" for m, e in errs.items())
+            + f" ({first['split']}, {n} run{'s' if n != 1 else ''})")
+
+
+def _user_status(sc: Scenario) -> CalibrationStatus | None:
+    """The status of a scenario on a user's server profile with that profile's cost fields: "calibrated" on the
+    GPU and model it was fitted on, "transferred" elsewhere; "modified" on that pair with other cost fields.  None
+    when ``sc`` is not on a user profile (or has other cost fields on another pair: the presets' rules apply)."""
+    p = PROFILES.get(sc.server) if sc.server else None
+    if p is None or not p.user:
+        return None
+    want = {**p.cost(), "cost_scale": 1.0}
+    if "chunked_prefill" in p.config:
+        want["chunked_prefill"] = p.config["chunked_prefill"]
+    changed = [f for f, v in want.items() if not _same(getattr(sc, f), v)]
+    gpu, model = p.fitted_on
+    pair = (sc.gpu, sc.model) == (gpu, model)
+    if changed and not pair:
+        return None
+    if changed:
+        return CalibrationStatus(
+            "modified", "Uncalibrated (modified)",
+            f"Your server profile {p.name} was fitted on this GPU and model ({p.source}), but this scenario's "
+            f"{', '.join(changed)} {'differs' if len(changed) == 1 else 'differ'} from its fitted "
+            f"value{'s' if len(changed) > 1 else ''}: its errors do not apply.", None, p.name)
+    if pair:
+        return CalibrationStatus(
+            "calibrated", f"Calibrated (your fit {p.name}): {user_errors_text(p, short=True)}",
+            f"Your own server profile {p.name} ({p.label}): the cost model fitted to your benchmark on {gpu} / "
+            f"{model}, {p.source}; errors: {user_errors_text(p)}.", None, p.name)
+    return CalibrationStatus(
+        "transferred", f"Transferred (your fit {p.name})",
+        f"The cost parameters of your own server profile {p.name}, fitted on {gpu} / {model} ({p.source}; errors "
+        f"there: {user_errors_text(p)}), are carried over to {sc.gpu} / {sc.model} through the spec-sheet "
+        "roofline: no measurement of this pair checks them; the error of such a transfer was measured on another "
+        "pair (engine.calibration.error_band).", None, p.name)
+
+
 def calibration_status(sc: Scenario) -> CalibrationStatus:
     """Whether ``sc``'s cost model is one that was checked against measurements (docs/validation.md).
 
     In order: "calibrated" (a calibrated preset's GPU, model and fitted values), "transferred" (a calibrated
     preset's fitted values on another GPU or model), "modified" (a calibrated GPU/model pair with other
-    fitted values), "uncalibrated"."""
+    fitted values), "uncalibrated".  A scenario on a user's server profile (``engine.presets.register_profile``)
+    with that profile's cost fields is "calibrated" on the GPU and model it was fitted on and "transferred"
+    elsewhere (``profile`` names it)."""
+    user = _user_status(sc)
+    if user is not None:
+        return user
     diffs: dict[str, list[str]] = {}
     for name, c in CALIBRATED.items():
         ref = Scenario.from_preset(name)

@@ -8,7 +8,10 @@ run's own traffic, and fits on all of them or on a train split (``--hold-out``);
 measurement table (CSV/JSON of metric columns plus Scenario fields), as before.  The server's
 settings, which no result file states, come from ``--preset`` / ``--scenario`` and the options
 ``--gpu``, ``--model``, ``--max-loras``, ``--max-cpu-loras``, ``--max-lora-rank``,
-``--num-adapters``, ``--popularity`` and ``--set FIELD=VALUE``.
+``--num-adapters``, ``--popularity`` and ``--set FIELD=VALUE``.  The output names the fitted parameters in
+words with their units (``PARAM_LABELS``) and, for tool files, the TTFT mean / median / p99 errors beside
+throughput and TPOT per split; ``--profile-out`` writes the fit as the user's own server profile (JSON,
+``engine.presets.profile_from_dict``).
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..calibration import (
+    DEFAULT_FIT_METRICS,
     DEFAULT_PARAMS,
     FIT_BOUNDS,
     HOLD_OUT_CHOICES,
@@ -27,8 +31,11 @@ from ..calibration import (
     at_bounds,
     fit,
     fit_tool_runs,
+    headline_text,
     is_tool_file,
     load_measurements,
+    param_label,
+    profile_args,
     provenance,
     read_tool_files,
     run_validation,
@@ -37,6 +44,7 @@ from ..calibration import (
     tool_paths,
 )
 from ..limits import write_csv
+from ..presets.servers import profile_to_dict, register_profile
 from ..scenario import Scenario, coerce
 from .common import fail, load_scenario_file, parse_pairs, positive_int
 
@@ -88,6 +96,8 @@ def cmd_calibrate(a) -> int:
                              "result files")
         if a.hold_out:
             raise ValueError("--hold-out: needs benchmark tool result files (a measurement table is fitted whole)")
+        if a.profile_out:
+            raise ValueError("--profile-out: needs benchmark tool result files (a server profile is fitted from them)")
         base, _ = server_scenario(base, [], **settings)
         data = load_measurements(paths[0], base=base)
         res = fit(base, data, params=params, metrics=metrics, max_nfev=a.max_nfev)
@@ -97,8 +107,7 @@ def cmd_calibrate(a) -> int:
     if ign:
         print(f"ignored columns (not metrics or scenario fields): {', '.join(ign)}")
     print(f"fitted in {res.wall_s:.1f} s, {res.nfev} evaluations ({res.status})")
-    for p, v in res.values.items():
-        print(f"  {p:>20} = {v:.6g}   (start {res.start[p]:.6g})")
+    _print_values(res)
     for w in _bounds_warning(res.values):
         print(w)
     cols = ["case", "metric", "measured", "simulated", "rel_error"]
@@ -141,8 +150,7 @@ def _calibrate_tools(a, base, settings, params, metrics, paths) -> int:
     n_test = sum(tf.held_out)
     print(f"fitted on {len(runs) - n_test} run(s), {n_test} held out, in {res.wall_s:.1f} s, {res.nfev} evaluations "
           f"({res.status})")
-    for p, v in res.values.items():
-        print(f"  {p:>20} = {v:.6g}   (start {res.start[p]:.6g})")
+    _print_values(res)
     for w in _bounds_warning(res.values):
         print(w)
     if tf.large_errors:
@@ -155,6 +163,10 @@ def _calibrate_tools(a, base, settings, params, metrics, paths) -> int:
     cols = ["split", "case", "metric", "measured", "simulated", "rel_error", "fitted"]
     print(_fmt_table(tf.table[cols]))
     print(_fmt_table(tf.summary()))
+    print("errors, |simulated / measured - 1| (MAPE; p90 over runs): throughput, per-step cost, TTFT mean / median "
+          "/ p99:")
+    for line in headline_text(tf.table):
+        print(f"  {line}")
     if len(tf.distributions):
         print("per-request TTFT, measured vs simulated (KS = largest gap between the two CDFs):")
         print(_fmt_table(tf.distributions))
@@ -167,7 +179,28 @@ def _calibrate_tools(a, base, settings, params, metrics, paths) -> int:
         return fail(f"--out: cannot write {a.out!r} ({e.strerror})")
     print(f"fitted scenario: {tf.notes[0]}")
     print(f"wrote {out} (python -m engine run --scenario {out}), {err} and {prov}")
+    if a.profile_out:
+        try:
+            args = profile_args(tf, paths, a.profile_name or "", when=json.loads(prov.read_text())["created"][:10])
+            p = register_profile(**args)
+            dest = Path(a.profile_out)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(json.dumps(profile_to_dict(p), indent=2) + "\n")
+        except ValueError as e:
+            return fail(f"--profile-out: {e}")
+        except OSError as e:
+            return fail(f"--profile-out: cannot write {a.profile_out!r} ({e.strerror})")
+        print(f"wrote {dest}: server profile {p.name!r} ({p.base}'s server, fitted on {p.fitted_on[0]} / "
+              f"{p.fitted_on[1]}; errors {'held out' if any(e['split'] == 'held-out' for e in p.errors.values()) else 'in-sample only'}; "
+              "engine.presets.profile_from_dict registers it)")
     return 0
+
+
+def _print_values(res) -> None:
+    """The fitted values, each under its name in words with the field name (``PARAM_LABELS``)."""
+    w = max(len(param_label(p)) for p in res.values)
+    for p, v in res.values.items():
+        print(f"  {param_label(p):>{w}} = {v:.6g}   (start {res.start[p]:.6g})")
 
 
 def _write_fit(out_arg: str, scenario: Scenario, table) -> tuple[Path, Path]:
@@ -201,8 +234,9 @@ def add_commands(sub) -> None:
                    "JSON written next to it)")
     c.add_argument("--params", help=f"comma-separated parameters to fit (default {','.join(DEFAULT_PARAMS)}); "
                    f"allowed: {', '.join(FIT_BOUNDS)}")
-    c.add_argument("--metrics", help="comma-separated metrics to fit (default: all present for a table; "
-                   "request_throughput, mean_ttft_ms, mean_tpot_ms for tool files)")
+    c.add_argument("--metrics", help="comma-separated metrics to fit (default: all present for a table; those of "
+                   f"{', '.join(DEFAULT_FIT_METRICS)} a tool file has, relative errors weighted 1, median TTFT 0.5, "
+                   "p99 TTFT 0.25)")
     c.add_argument("--max-nfev", type=int, default=60, help="cap on objective evaluations")
     g = c.add_argument_group("the server (what a result file cannot say; default: the base scenario's)")
     g.add_argument("--gpu", help="GPU preset")
@@ -217,6 +251,11 @@ def add_commands(sub) -> None:
     g.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override any scenario field (repeatable)")
     c.add_argument("--hold-out", help=f"runs not fitted, only evaluated: {', '.join(HOLD_OUT_CHOICES)} "
                    "(default none: fit on all)")
+    c.add_argument("--profile-out", metavar="PATH", help="tool files: also write the fit as your own server profile "
+                   "(JSON: the fitted cost fields, the GPU and model, the errors per metric, held-out if --hold-out; "
+                   "engine.presets.profile_from_dict registers it)")
+    c.add_argument("--profile-name", metavar="NAME", help="the profile's name (default my-vllm / my-slora; a name "
+                   "taken by another profile gets a hash suffix)")
     c.set_defaults(func=cmd_calibrate)
     v = sub.add_parser("validate", help="fit to the reference data and write the validation report")
     v.add_argument("--out", default="docs/validation.md", help="markdown report path")

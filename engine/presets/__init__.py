@@ -47,11 +47,24 @@ from .models import (
            weight_bytes,
 )
 from .scenarios import DESCRIPTIONS, HINTS, SCENARIOS
-from .servers import ASSUMED, PROFILES, SERVERS, ServerProfile, follow_profile, preset_fields, profile_fields
+from .servers import (
+           ASSUMED,
+           BUILTIN_PROFILES,
+           PROFILES,
+           SERVERS,
+           ServerProfile,
+           follow_profile,
+           preset_fields,
+           profile_fields,
+           profile_from_dict,
+           profile_to_dict,
+           register_profile,
+)
 from .units import GIB, MIB
 
 __all__ = ["GPU", "GPUS", "get_gpu", "Model", "MODELS", "MLP_KINDS", "TARGET_MODULES", "get_model", "module_shape",
            "model_modules", "adapter_bytes", "kv_bytes_per_token", "weight_bytes", "register_model",
            "is_preset_model", "model_to_dict", "model_from_dict", "model_from_hf_config", "count_params",
            "FAMILIES", "HF_PRESET_CONFIGS", "SCENARIOS", "DESCRIPTIONS", "HINTS", "GIB", "MIB", "ASSUMED",
-           "PROFILES", "SERVERS", "ServerProfile", "follow_profile", "preset_fields", "profile_fields"]
+           "PROFILES", "SERVERS", "ServerProfile", "follow_profile", "preset_fields", "profile_fields",
+           "BUILTIN_PROFILES", "register_profile", "profile_to_dict", "profile_from_dict"]

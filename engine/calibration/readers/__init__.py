@@ -16,17 +16,23 @@ from .base import ToolRun
 from .files import formats_understood, is_tool_file, measurement_rows, read_tool_file, read_tool_files, tool_paths
 from .fit import (
     ERROR_FLAG,
+    HEADLINE_METRICS,
     HOLD_OUT_CHOICES,
     ToolFit,
     choose_hold_out,
     fit_tool_runs,
+    headline_errors,
+    headline_text,
     large_errors,
+    profile_args,
+    profile_errors_of,
     provenance,
     tool_cases,
 )
 from .guidellm import read_guidellm, to_guidellm_json
 from .replay import (
     DEFAULT_FIT_METRICS,
+    FIT_METRIC_WEIGHTS,
     arrivals,
     case_scenario,
     fitted_workload,
@@ -46,6 +52,7 @@ __all__ = [
     "is_tool_file",
     "measurement_rows", "read_vllm_bench", "read_guidellm", "read_aiperf", "to_vllm_bench_json", "to_guidellm_json",
     "to_aiperf_json", "match_model", "server_scenario", "arrivals", "run_trace", "case_scenario", "run_case",
-    "simulate_run", "ttft_distribution", "fitted_workload", "DEFAULT_FIT_METRICS", "ERROR_FLAG", "HOLD_OUT_CHOICES",
+    "simulate_run", "ttft_distribution", "fitted_workload", "DEFAULT_FIT_METRICS", "FIT_METRIC_WEIGHTS", "ERROR_FLAG", "HOLD_OUT_CHOICES",
     "ToolFit", "choose_hold_out", "tool_cases", "fit_tool_runs", "large_errors", "provenance",
+    "HEADLINE_METRICS", "headline_errors", "headline_text", "profile_errors_of", "profile_args",
 ]
