@@ -14,6 +14,7 @@ from engine import (
     TRACES,
     causes,
     contenders_excluded,
+    decide,
     effective_slots,
     presets,
 )
@@ -74,6 +75,7 @@ def fmt_delta(v: float, ref: float, unit: str) -> str | None:
 
 PREFIX = "wi_"
 K_REPS, K_OBJECTIVE = "wi_reps", "wi_objective"   # page controls, bound to the URL under these keys
+K_AUTO = "wi_auto"   # replications until the verdict is decided (engine.sequential), at most wi_reps
 DEFAULT_REPS, MAX_REPS = 3, 10
 #: What a verdict ranks on: summary key -> (label, higher is better); its unit is ``verdicts.UNITS[key]``.
 OBJECTIVES: dict[str, tuple[str, bool]] = {
@@ -101,6 +103,12 @@ def sanitize_query(params: Mapping[str, list[str]]) -> tuple[dict, list]:
                 issues.append(issue)
             if value is not None:
                 clean[key] = value
+        elif key == K_AUTO:
+            if raw.lower() in ("true", "false"):
+                clean[key] = raw.lower() == "true"
+            else:
+                issues.append(controls.Issue(key, f"URL parameter `{key}`={raw!r} dropped (allowed: true, false)",
+                                             "malformed"))
         elif key == K_OBJECTIVE:
             if raw in OBJECTIVES:
                 clean[key] = raw
@@ -174,6 +182,43 @@ def verdict(reps: Mapping[str, Sequence[Mapping]], objective: str = DEFAULT_OBJE
     if tail:
         text += " " + "; ".join(tail) + "."
     return text, j.kind
+
+
+def sequential_values(reps: Mapping[str, Sequence[Mapping]], objective: str) -> dict[str, list[float]]:
+    """The contenders' per-replication values of ``objective`` for ``engine.decide``: bounds and baselines
+    (``contenders_excluded``), strategies that collapsed (on a TTFT objective) and non-finite runs left out, as
+    the banner leaves them out."""
+    names = list(reps)
+    out = set(contenders_excluded(names))
+    if objective.startswith("ttft"):
+        out |= {s for s, u in unfinished_share(reps).items() if u > COLLAPSE_UNFINISHED}
+    vals = {s: [float(r.get(objective, math.nan)) for r in reps[s]] for s in names if s not in out}
+    return {s: v for s, v in vals.items() if all(math.isfinite(x) for x in v)}
+
+
+def run_until_decided(sc, strategies: list[str], cap: int, objective: str, trace=None):
+    """Replications with common random numbers until ``engine.decide`` settles the verdict (a win, or a tie within
+    ±5 % of the leader, at an overall 5 % error rate spread over the looks), at most ``cap``: the runs of the
+    earlier looks come from the runner's cache.  With fewer than two contenders there is nothing to decide: ``cap``
+    replications, as a fixed count.  Returns (results, reps, failed, decision or None then)."""
+    _, higher = OBJECTIVES[objective]
+    n, decision = min(2, cap), None
+    while True:
+        results, reps, failed = runner.run_replications(sc, strategies, n, trace)
+        vals = sequential_values(reps, objective)
+        decision = decide(vals, higher, max_reps=cap) if len(vals) >= 2 and n >= 2 else None
+        if n >= cap or (decision is not None and decision.status != "undecided"):
+            return results, reps, failed, decision
+        n = cap if decision is None else n + 1  # nothing to decide (one contender): the table's replications
+
+
+def sequential_banner(text: str, kind: str, decision) -> tuple[str, str]:
+    """The banner under the sequential rule: a "win" of the last look's plain 95 % CIs that the rule (which spends
+    its error budget over every look) has not reached is not claimed."""
+    if decision is not None and decision.status == "undecided" and kind == "win":
+        return (f"No verdict yet at the stated error rate: {text} But over the looks this comparison took, the "
+                "lead is not decided (raise the replications).", "tie")
+    return text, kind
 
 
 #: Marks the best of a KPI in the comparison table (``best_marked``).
@@ -372,9 +417,16 @@ def render() -> None:
         st.info(f"Replaying the uploaded trace **{trace['name']}** ({trace['size'] / 1e6:.1f} MB): {how}; requests "
                 "arriving after the duration are dropped.", icon=":material/replay:")
 
-    c_reps, c_obj, _ = st.columns([1, 1, 3], vertical_alignment="bottom")
+    c_reps, c_auto, c_obj, _ = st.columns([1, 1, 1, 2], vertical_alignment="bottom")
+    auto = c_auto.toggle("Until decided", value=True, key=K_AUTO, bind="query-params",
+                         help="Run replications one look at a time until the verdict is decided (the leader's paired "
+                              "lead over every other strategy excludes zero, or they are within ±5 % of each other) "
+                              "at an overall 5 % error rate (the error budget split over every look: stopping at "
+                              "the first CI that excludes zero would crown false winners; engine/sequential.py), at "
+                              "most the number on the left. Off: exactly that number.")
     n_reps = int(c_reps.number_input(
-        "Replications", 1, MAX_REPS, DEFAULT_REPS, step=1, key=K_REPS, bind="query-params",
+        "At most (replications)" if auto else "Replications", 1, MAX_REPS, DEFAULT_REPS, step=1, key=K_REPS,
+        bind="query-params",
         help="Seeds per strategy (replication k uses seed + k for every strategy: common random numbers). The "
              "table shows the mean and the half-width of its 95 % CI; a strategy wins only when its paired lead "
              "excludes zero. With a replayed trace the request stream is the trace's: one run."))
@@ -384,8 +436,14 @@ def render() -> None:
     if trace is not None:
         n_reps = 1
 
+    decision = None
     with st.spinner("Simulating..."):
-        results, reps, failed = runner.run_replications(sc, state.strategies, n_reps, trace)
+        cap = n_reps
+        if auto and n_reps >= 2:
+            results, reps, failed, decision = run_until_decided(sc, state.strategies, cap, objective, trace)
+            n_reps = len(next(iter(reps.values()))) if reps else n_reps
+        else:
+            results, reps, failed = runner.run_replications(sc, state.strategies, n_reps, trace)
     if trace is not None and failed and all(m.startswith("trace:") for m in failed.values()):
         st.error(f"The trace CSV was rejected: {next(iter(failed.values()))}", icon=":material/error:")
         if st.button("Stop replaying the trace"):
@@ -410,7 +468,12 @@ def render() -> None:
     text, kind = verdict(reps, objective)
     with head_l:
         icon = {"win": ":material/emoji_events:", "tie": ":material/balance:"}.get(kind, ":material/info:")
-        st.info(text, icon=icon)
+        text, kind = sequential_banner(text, kind, decision)
+        st.info(text, icon=icon if decision is None else
+                {"win": ":material/emoji_events:", "tie": ":material/balance:"}.get(kind, ":material/info:"))
+        if decision is not None:
+            st.caption(f"{n_reps} replication{'s' if n_reps > 1 else ''} (until decided, at most {cap}): "
+                       f"{decision.reason}.")
         if kind in ("win", "tie", "lead") and trace is None:
             _band_check(sc, tuple(names), objective)
         hint = presets.HINTS.get(state.preset)
