@@ -55,9 +55,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _serve(script: Path, cwd: Path) -> tuple[subprocess.Popen, str]:
+def _serve(script: Path, cwd: Path, extra_env: dict | None = None) -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false", **(extra_env or {}))
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(script), f"--server.port={port}",
                              "--server.address=127.0.0.1", "--server.headless=true",
                              "--server.fileWatcherType=none"], cwd=cwd, env=env,

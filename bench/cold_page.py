@@ -25,30 +25,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from browser_rerun import ARGS, CHROMIUM, LABEL, _free_port  # noqa: E402
+from browser_rerun import ARGS, CHROMIUM, LABEL  # noqa: E402
+from browser_rerun import _serve as serve  # noqa: E402
 
 RESULTS = "[data-testid=stAlertContainer], [data-testid=stTable], [data-testid=stDataFrame]"
 USABLE_S, WARM_S = 10.0, 1.5
 
 
 def _serve(cache: str) -> tuple[subprocess.Popen, str]:
-    import urllib.request
-    port = _free_port()
-    env = dict(os.environ, NUMBA_CACHE_DIR=cache, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app/main.py", f"--server.port={port}",
-                             "--server.address=127.0.0.1", "--server.headless=true", "--server.fileWatcherType=none"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=5) as r:
-                if r.read().decode().strip() == "ok":
-                    return proc, base
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("app/main.py did not become healthy")
+    """``streamlit run app/main.py`` with its own Numba cache directory (``browser_rerun._serve``)."""
+    return serve(Path("app/main.py"), ROOT, {"NUMBA_CACHE_DIR": cache})
 
 
 def _visit(browser, url: str) -> tuple[float, float]:
