@@ -111,21 +111,57 @@ def capped(sc: Scenario) -> Scenario:
     return cap_scenario(sc)[0]
 
 
+#: Simulations running now, by what they compute: a session asking for one that another session is computing
+#: waits for that result instead of computing it again (``st.cache_data`` shares finished results only).
+_INFLIGHT: dict[tuple, Future] = {}
+_INFLIGHT_LOCK = threading.Lock()
+
+
+def once(key: tuple, fn: Callable[[], Any]) -> Any:
+    """``fn()`` (a call of an ``st.cache_data`` function), computed once for all the callers that ask for ``key``
+    while it runs: the first caller computes, the others wait for it (its exception is theirs) and then call
+    ``fn()`` themselves, a cache hit that gives each its own copy (no object shared between sessions).  The owner
+    registers only once it is running, so a waiter always waits for a computation in progress (never for a
+    queued job: no deadlock on the workers)."""
+    with _INFLIGHT_LOCK:
+        fut = _INFLIGHT.get(key)
+        owner = fut is None
+        if owner:
+            fut = _INFLIGHT[key] = Future()
+            fut.set_running_or_notify_cancel()
+    if not owner:
+        fut.result()
+        return fn()
+    try:
+        out = fn()
+    except BaseException as e:
+        fut.set_exception(e)
+        raise
+    else:
+        fut.set_result(out)
+        return out
+    finally:
+        with _INFLIGHT_LOCK:
+            _INFLIGHT.pop(key, None)
+
+
 def run(sc: Scenario, trace: dict | None = None) -> dict:
     """Full result (requests, timeseries, summary) of one scenario; ValueError if invalid.
 
     ``trace``: ``{"digest": ..., "data": bytes}`` of an uploaded trace CSV to replay.
     """
     sc = capped(sc).validate()
+    js = sc.to_json()
     if trace is None:
-        return _full(sc.to_json(), ENGINE_VERSION)
-    return _full(sc.to_json(), ENGINE_VERSION, trace["digest"], trace["data"])
+        return once(("full", js), lambda: _full(js, ENGINE_VERSION))
+    return once(("full", js, trace["digest"]), lambda: _full(js, ENGINE_VERSION, trace["digest"], trace["data"]))
 
 
 def summary(sc: Scenario) -> dict:
     """Summary metrics only (sweeps, crossover); cached separately and much smaller."""
     sc = capped(sc).validate()
-    return _summary(sc.to_json(), ENGINE_VERSION)
+    js = sc.to_json()
+    return once(("summary", js), lambda: _summary(js, ENGINE_VERSION))
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

@@ -24,3 +24,56 @@ def test_a_strategy_that_cannot_run_is_reported_not_raised():
     results, reps, failed = runner.run_replications(sc, ["naive", "hot_set"], 2)
     assert list(results) == ["naive"] and list(reps) == ["naive"] and len(reps["naive"]) == 2
     assert "hot_set_k" in failed["hot_set"]
+
+
+def test_once_computes_a_result_once_for_concurrent_callers():
+    """Sessions asking at the same time for a simulation in progress wait for it instead of computing it again
+    (runner.once); each then gets its own call's return; an exception reaches every caller."""
+    import threading
+    import time as _time
+
+    from app import runner
+    calls, started = [], threading.Event()
+
+    def slow():
+        calls.append(1)
+        started.set()
+        _time.sleep(0.5)
+        return {"n": len(calls)}
+    out = []
+    first = threading.Thread(target=lambda: out.append(runner.once(("t", 1), slow)))
+    first.start()
+    started.wait(5)
+    waiters = [threading.Thread(target=lambda: out.append(runner.once(("t", 1), lambda: {"n": -len(calls)})))
+               for _ in range(3)]
+    for t in waiters:
+        t.start()
+    for t in [first, *waiters]:
+        t.join(10)
+    assert len(calls) == 1 and sorted(o["n"] for o in out) == [-1, -1, -1, 1]  # one run; the waiters' own calls
+    assert not runner._INFLIGHT
+
+    release = threading.Event()
+
+    def boom():
+        started.set()
+        release.wait(10)  # held until the second caller waits on it
+        raise ValueError("bad scenario")
+    errs = []
+
+    def call(fn):
+        try:
+            runner.once(("t", 2), fn)
+        except ValueError as e:
+            errs.append(str(e))
+    started.clear()
+    a = threading.Thread(target=call, args=(boom,))
+    a.start()
+    started.wait(5)
+    b = threading.Thread(target=call, args=(lambda: None,))
+    b.start()
+    _time.sleep(0.3)
+    release.set()
+    a.join(10)
+    b.join(10)
+    assert errs == ["bad scenario", "bad scenario"] and not runner._INFLIGHT
