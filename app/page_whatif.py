@@ -198,18 +198,26 @@ def sequential_values(reps: Mapping[str, Sequence[Mapping]], objective: str) -> 
 
 def run_until_decided(sc, strategies: list[str], cap: int, objective: str, trace=None):
     """Replications with common random numbers until ``engine.decide`` settles the verdict (a win, or a tie within
-    ±5 % of the leader, at an overall 5 % error rate spread over the looks), at most ``cap``: the runs of the
-    earlier looks come from the runner's cache.  With fewer than two contenders there is nothing to decide: ``cap``
-    replications, as a fixed count.  Returns (results, reps, failed, decision or None then)."""
+    ±5 % of the leader, at an overall 5 % error rate spread over the looks), at most ``cap``: each look runs only
+    its new replications.  With fewer than two contenders there is nothing to decide: ``cap`` replications, as a
+    fixed count.  Returns (results, reps, failed, decision or None then)."""
     _, higher = OBJECTIVES[objective]
-    n, decision = min(2, cap), None
+    n = min(2, cap)
+    results, reps, failed = runner.run_replications(sc, strategies, n, trace)
     while True:
-        results, reps, failed = runner.run_replications(sc, strategies, n, trace)
         vals = sequential_values(reps, objective)
         decision = decide(vals, higher, max_reps=cap) if len(vals) >= 2 and n >= 2 else None
         if n >= cap or (decision is not None and decision.status != "undecided"):
             return results, reps, failed, decision
-        n = cap if decision is None else n + 1  # nothing to decide (one contender): the table's replications
+        more = cap if decision is None else n + 1  # nothing to decide (one contender): the table's replications
+        _, new, bad = runner.run_replications(sc, list(reps), more, trace, first=n)
+        for s_, msg in bad.items():
+            failed[s_] = msg
+            results.pop(s_, None)
+            reps.pop(s_, None)
+        for s_, rs in new.items():
+            reps[s_].extend(rs)
+        n = more
 
 
 def sequential_banner(text: str, kind: str, decision) -> tuple[str, str]:

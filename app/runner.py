@@ -356,13 +356,15 @@ def _gather(futures: list[Future], yield_check: Callable[[], None] | None) -> li
 
 
 def run_replications(sc: Scenario, strategies: list[str], n_reps: int, trace: dict | None = None,
-                     summaries_only: bool = False) -> tuple[dict[str, dict], dict[str, list[dict]], dict[str, str]]:
+                     summaries_only: bool = False, first: int = 0
+                     ) -> tuple[dict[str, dict], dict[str, list[dict]], dict[str, str]]:
     """Every strategy's full result (replication 0) and the summaries of replications 1..n_reps-1 (seed + k:
     common random numbers), on the ``RUN_THREADS`` workers of ``SCHEDULER`` (shared fairly with the other
     sessions; a newer call of this session drops this one's jobs not started); through the caches of ``run``
     and ``summary``.
     Returns (results, reps, failed): ``failed`` maps a strategy to the ValueError message it raised.
-    ``summaries_only``: replication 0 as a summary too (``results`` is then empty)."""
+    ``summaries_only``: replication 0 as a summary too (``results`` is then empty).  ``first``: only replications
+    ``first``..n_reps-1 (another look of a sequential comparison: the earlier ones are the caller's already)."""
     ctx = get_script_run_ctx()
     key = _session_key(ctx)
 
@@ -376,7 +378,7 @@ def run_replications(sc: Scenario, strategies: list[str], n_reps: int, trace: di
         except ValueError as e:
             return e
 
-    jobs = [(s, k) for s in strategies for k in range(n_reps)]
+    jobs = [(s, k) for s in strategies for k in range(first, n_reps)]
     # a session's newer rerun drops the queued jobs of its older ones (outside a script run there are no reruns)
     futures = SCHEDULER.submit(key, job, jobs, supersede=ctx is not None)
     out = _gather(futures, getattr(ctx, "yield_check", None) if ctx is not None else None)
@@ -396,5 +398,5 @@ def run_replications(sc: Scenario, strategies: list[str], n_reps: int, trace: di
             results[s] = r
             reps[s] = [r["summary"]]
         else:
-            reps[s].append(r)
+            reps.setdefault(s, []).append(r)
     return results, reps, failed

@@ -77,3 +77,15 @@ def test_once_computes_a_result_once_for_concurrent_callers():
     a.join(10)
     b.join(10)
     assert errs == ["bad scenario", "bad scenario"] and not runner._INFLIGHT
+
+
+def test_a_later_look_runs_only_its_new_replications():
+    """run_replications(..., first=k): the summaries of replications k..n-1 only (seed + k), no full result."""
+    from app import runner
+    from engine import Scenario, simulate
+    sc = Scenario.from_preset("default", duration_s=20.0, warmup_s=2.0)
+    results, reps, failed = runner.run_replications(sc, ["naive", "vllm"], 3, first=1)
+    assert results == {} and not failed and list(reps) == ["naive", "vllm"]
+    for s in reps:
+        assert [r["ttft_p99_ms"] for r in reps[s]] == [simulate(sc.replace(strategy=s, seed=sc.seed + k))
+                                                       .summary["ttft_p99_ms"] for k in (1, 2)]

@@ -19,11 +19,11 @@ def _fake_runs(monkeypatch, table: dict[str, list[float]]):
     """run_replications returning ``table[s][k]`` as the objective of replication k; records each call's n."""
     calls = []
 
-    def fake(sc, strategies, n, trace=None):
-        calls.append(n)
-        reps = {s: [{"ttft_p99_ms": table[s][k], "requests": 100, "not_completed": 0} for k in range(n)]
+    def fake(sc, strategies, n, trace=None, first=0):
+        calls.append((first, n))
+        reps = {s: [{"ttft_p99_ms": table[s][k], "requests": 100, "not_completed": 0} for k in range(first, n)]
                 for s in strategies}
-        return {s: {"summary": r[0]} for s, r in reps.items()}, reps, {}
+        return ({s: {"summary": r[0]} for s, r in reps.items()} if first == 0 else {}), reps, {}
     monkeypatch.setattr(page_whatif.runner, "run_replications", fake)
     return calls
 
@@ -34,19 +34,22 @@ def test_a_clear_winner_stops_early_and_a_close_call_runs_to_the_cap(monkeypatch
     clear = {"naive": [1000.0 + k for k in range(8)], "slora": [100.0 + 0.1 * k for k in range(8)]}
     calls = _fake_runs(monkeypatch, clear)
     *_, d = page_whatif.run_until_decided(sc, ["naive", "slora"], 8, "ttft_p99_ms")
-    assert d.status == "win" and d.leader == "slora" and calls[-1] < 8 and calls == list(range(2, calls[-1] + 1))
+    # each look runs only its new replication: (0, 2), then (2, 3), (3, 4), ...
+    assert d.status == "win" and d.leader == "slora" and calls[-1][1] < 8
+    assert calls == [(0, 2)] + [(k - 1, k) for k in range(3, calls[-1][1] + 1)]
     # noisy and equal in the mean: no decision before the cap
     noisy = {"naive": [100, 140, 90, 150, 95, 130, 105, 120], "batch": [130, 95, 140, 100, 135, 98, 125, 110]}
     calls = _fake_runs(monkeypatch, {k: [float(x) for x in v] for k, v in noisy.items()})
-    *_, d = page_whatif.run_until_decided(sc, ["naive", "batch"], 5, "ttft_p99_ms")
-    assert calls == [2, 3, 4, 5] and d.status == "undecided" and d.capped
+    _, reps, _, d = page_whatif.run_until_decided(sc, ["naive", "batch"], 5, "ttft_p99_ms")
+    assert calls == [(0, 2), (2, 3), (3, 4), (4, 5)] and d.status == "undecided" and d.capped
+    assert [r["ttft_p99_ms"] for r in reps["naive"]] == noisy["naive"][:5]  # the looks' replications, in order
 
 
 def test_one_contender_runs_the_cap_and_bounds_are_left_out(monkeypatch):
     sc = Scenario.from_preset("default")
     calls = _fake_runs(monkeypatch, {"vllm": [1.0] * 5, "oracle": [0.5] * 5})
     *_, d = page_whatif.run_until_decided(sc, ["vllm", "oracle"], 4, "ttft_p99_ms")  # oracle: a bound
-    assert d is None and calls == [2, 4]
+    assert d is None and calls == [(0, 2), (2, 4)]
 
 
 @pytest.mark.parametrize("raw, want, issue", [("false", False, False), ("true", True, False), ("maybe", None, True)])
