@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app import runner
 from engine import Scenario, simulate
 from engine.calibration import error_band, winner_band
 
@@ -16,8 +17,7 @@ MAIN = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
 
 @pytest.fixture(scope="module", autouse=True)
 def warm():
-    simulate(Scenario.from_preset("default", duration_s=2.0, warmup_s=0.5, arrival_rate_rps=5.0, num_adapters=8,
-                                  hot_set_k=-1, drain_s=5.0))
+    runner.compile_kernels()
 
 
 def _open(**q) -> AppTest:

@@ -10,15 +10,14 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import runner
-from engine import Scenario, simulate
+from engine import Scenario
 
 MAIN = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def warm():
-    simulate(Scenario.from_preset("default", duration_s=2.0, warmup_s=0.5, arrival_rate_rps=5.0, num_adapters=8,
-                                  hot_set_k=-1, drain_s=5.0))
+    runner.compile_kernels()
 
 
 def _statuses(at: AppTest) -> list:

@@ -12,8 +12,7 @@ import pytest
 from conftest import goto
 from streamlit.testing.v1 import AppTest
 
-from app import controls, page_plan
-from engine import Scenario, simulate
+from app import controls, page_plan, runner
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = str(ROOT / "app" / "main.py")
@@ -34,8 +33,7 @@ SERVED = {"num_adapters": "8"}
 @pytest.fixture(scope="module", autouse=True)
 def warm():
     """Compile (or load) the Numba kernels before the first AppTest run (its timeout is 60 s)."""
-    simulate(Scenario.from_preset("default", duration_s=2.0, warmup_s=0.5, arrival_rate_rps=5.0, num_adapters=8,
-                                  hot_set_k=-1, drain_s=5.0))
+    runner.compile_kernels()
 
 
 def ok(at: AppTest) -> AppTest:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 from test_app_plan_deployment import ISSUE, P, fill, open_plan, submit
 
-from engine import Scenario, simulate
+from app import runner
 
 
 @pytest.fixture(scope="module", autouse=True)
 def warm():
-    simulate(Scenario.from_preset("default", duration_s=2.0, warmup_s=0.5, arrival_rate_rps=5.0, num_adapters=8,
-                                  hot_set_k=-1, drain_s=5.0))
+    runner.compile_kernels()
 
 
 def _badges(at) -> list[str]:

@@ -17,9 +17,9 @@ import pytest
 from conftest import goto
 from streamlit.testing.v1 import AppTest
 
-from app import controls, page_plan
+from app import controls, page_plan, runner
 from app.text import md_escape
-from engine import Scenario, planner, simulate
+from engine import Scenario, planner
 from engine.cli.plan import deployment_base
 
 P = page_plan
@@ -45,8 +45,7 @@ PRESETS = ["default", "vllm-llama31-8b"]
 @pytest.fixture(scope="module", autouse=True)
 def warm():
     """Compile (or load) the Numba kernels before the first AppTest run."""
-    simulate(Scenario.from_preset("default", duration_s=2.0, warmup_s=0.5, arrival_rate_rps=5.0, num_adapters=8,
-                                  hot_set_k=-1, drain_s=5.0))
+    runner.compile_kernels()
 
 
 def ok(at: AppTest) -> AppTest:
