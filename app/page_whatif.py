@@ -426,7 +426,9 @@ def render() -> None:
                 "arriving after the duration are dropped.", icon=":material/replay:")
 
     c_reps, c_auto, c_obj, _ = st.columns([1, 1, 1, 2], vertical_alignment="bottom")
-    auto = c_auto.toggle("Until decided", value=True, key=K_AUTO, bind="query-params",
+    # Off by default: at the default 3 replications the rule (its error budget split over the looks and the
+    # comparisons) rarely decides, and the home page would show "no verdict" for a lead as clear as slora's.
+    auto = c_auto.toggle("Until decided", value=False, key=K_AUTO, bind="query-params",
                          help="Run replications one look at a time until the verdict is decided (the leader's paired "
                               "lead over every other strategy excludes zero, or they are within ±5 % of each other) "
                               "at an overall 5 % error rate (the error budget split over every look: stopping at "

@@ -68,13 +68,14 @@ def test_the_page_says_how_many_replications_it_took_and_why(warm):
     at = AppTest.from_file(MAIN, default_timeout=180)
     at.query_params["duration_s"] = "60"
     at.query_params["wi_reps"] = "4"
+    at.query_params["wi_auto"] = "true"
     at.run()
     assert not at.exception and not at.error
     (cap,) = [c.value for c in at.caption if "until decided, at most 4" in c.value]
     n = int(cap.split(" replication")[0])
     assert 2 <= n <= 4 and len(at.table[0].value) == len(controls.DEFAULT_STRATEGIES)
     off = AppTest.from_file(MAIN, default_timeout=180)
-    for k, v in {"duration_s": "60", "wi_reps": "2", "wi_auto": "false"}.items():
+    for k, v in {"duration_s": "60", "wi_reps": "2"}.items():  # off: the default
         off.query_params[k] = v
     off.run()
     assert not off.exception and not [c for c in off.caption if "until decided" in c.value]
