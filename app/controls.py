@@ -35,6 +35,7 @@ from engine import (
     MODEL_DEFINITION_KEY,
     ROUTERS,
     STRATEGIES,
+    TP_SIZES,
     TRACE_CITATION,
     TRACES,
     Scenario,
@@ -248,6 +249,12 @@ CONTROLS: list[Control] = [
     Control("model", "Base model", "Base LLM (engine.presets.MODELS), fp16 weights. Its size and the GPU decide "
             "how much memory is left for adapters and the KV cache.", "Hardware and model", "select", str,
             options=lambda ctx: model_options(), default=_base("model"), note=_model_note),
+    Control("tensor_parallel_size", "GPUs per replica (tensor parallel)", "A replica as a tensor-parallel group of "
+            "this many GPUs of one node (vLLM --tensor-parallel-size, SGLang --tp-size): each GPU holds a share of "
+            "the weights, KV cache and adapters, and every step adds the group's all-reduces (docs/model.md 5.7: an "
+            "assumed all-reduce latency, not validated). Memory controls are per GPU. A 70B model needs 4 x 80 GB.",
+            "Hardware and model", "select", int, options=lambda ctx: list(TP_SIZES),
+            default=_base("tensor_parallel_size")),
     Control("server", "Server profile", "The serving engine whose cost model and own defaults the simulation runs "
             "with (engine.presets.PROFILES): its fitted cost parameters, its batch limits on the chosen GPU, memory "
             "utilisation, KV allocation and adapter load path, whatever preset you started from. Every compared "

@@ -28,6 +28,7 @@ from .scenario import (
                        MAX_REPLICAS,
                        MAX_REQUESTS,
                        MODEL_DEFINITION_KEY,
+                       TP_SIZES,
                        Scenario,
 )
 from .sequential import Decision, SequentialRun, decide, look_alpha, run_until_decided
@@ -40,4 +41,4 @@ __all__ = ["Scenario", "SimResult", "STRATEGIES", "ROUTERS", "ENUMS", "MAX_REQUE
            "shipped_trace", "TRACES", "TRACE_CITATION",
            "mean_ci", "Cause", "causes", "run_causes", "effective_slots", "contenders_excluded", "rank", "Ranking", "presets", "model_from_hf_config", "ENGINE_VERSION",
            "dense_layer_ms", "dense_op_ms", "DENSE_OPS", "KERNEL_PARAMS", "csv_safe", "write_csv", "loads_json", "short_repr", "MODEL_DEFINITION_KEY",
-           "decide", "run_until_decided", "look_alpha", "Decision", "SequentialRun"]
+           "TP_SIZES", "decide", "run_until_decided", "look_alpha", "Decision", "SequentialRun"]

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from numba import njit
 
-from .kernels import dense_layer_seconds, gemm_seconds
+from .kernels import DTYPE_BYTES, dense_layer_seconds, gemm_seconds
+from .presets.interconnect import allreduce_terms, gpu_link
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -82,3 +83,22 @@ def load_seconds(nbytes: float, pcie_gbps: float, load_latency_ms: float, from_d
     if from_disk:
         t += disk_latency_ms / 1e3 + nbytes / (disk_gbps * 1e9)
     return t
+
+
+#: All-reduces of one forward pass of a tensor-parallel group: two per layer (after the attention's o_proj and
+#: after the MLP's down_proj, Megatron-style as vLLM and SGLang run it) and one for the vocabulary-parallel
+#: input embedding (docs/model.md 5.7).
+def allreduces_per_step(model) -> int:
+    return 2 * model.n_layers + 1
+
+
+def allreduce_step_terms(model, gpu: str, tp: int) -> tuple[float, float]:
+    """(seconds per step, seconds per token in the step) of a tensor-parallel group's all-reduces: each of
+    ``allreduces_per_step`` reduces tokens x hidden_size x 2 bytes over ``gpu``'s interconnect
+    (``presets.interconnect.allreduce_terms``, linear in bytes), so a step of T tokens takes
+    n (latency + 2 (tp - 1) / tp x T x hidden x 2 / bus bandwidth); not overlapped with compute.  (0, 0) at tp 1."""
+    if tp <= 1:
+        return 0.0, 0.0
+    lat, per_byte = allreduce_terms(tp, gpu_link(gpu))
+    n = allreduces_per_step(model)
+    return n * lat, n * per_byte * DTYPE_BYTES * model.hidden_size

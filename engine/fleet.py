@@ -236,7 +236,7 @@ def min_step_seconds(ip: np.ndarray, fp: np.ndarray) -> float:
         eta_c, tau_c, eta_m, _tau_m, _alpha, gamma = fp[L.FP_KPARAMS:L.FP_DENSE_N]
         if not (eta_c > 0 and eta_m > 0 and gamma >= 0 and tau_c >= 0):
             return 0.0
-        nk = fp[L.FP_DENSE_N:L.FP_DENSE_K] * fp[L.FP_DENSE_K:L.FP_LEN]
+        nk = fp[L.FP_DENSE_N:L.FP_DENSE_K] * fp[L.FP_DENSE_K:L.FP_DENSE_END]
         per_gemm = np.maximum((2.0 * nk / fp[L.FP_PEAK_FLOPS] + tau_c) / eta_c,
                               kernels.DTYPE_BYTES * nk / fp[L.FP_PEAK_BW] / eta_m)
         slots = float(ip[L.IP_PAD_SLOTS])

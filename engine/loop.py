@@ -56,7 +56,11 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
  FP_KERNEL, FP_N_LAYERS, FP_PEAK_FLOPS, FP_PEAK_BW, FP_VOCAB, FP_HIDDEN, FP_KPARAMS) = range(35)
 FP_DENSE_N = FP_KPARAMS + len(PARAM_NAMES)
 FP_DENSE_K = FP_DENSE_N + len(DENSE_OPS)
-FP_LEN = FP_DENSE_K + len(DENSE_OPS)
+# tensor parallelism (docs/model.md 5.7): the all-reduces of one step, seconds per step and per token in it (0 at tp 1)
+FP_DENSE_END = FP_DENSE_K + len(DENSE_OPS)
+FP_AR_STEP = FP_DENSE_END
+FP_AR_TOK = FP_AR_STEP + 1
+FP_LEN = FP_AR_TOK + 1
 # ---- per-request ints / floats
 (RI_ADAPTER, RI_PROMPT, RI_OUTPUT, RI_STATUS, RI_GEN, RI_LOADED, RI_TIER, RI_BLOCKS, RI_NEXT, RI_KVSTART,
  RI_REJECTED, RI_PF, RI_WQPOS, RI_ADMSEQ, RI_PREEMPTED,
@@ -760,18 +764,23 @@ def _padded_lora(tokens, distinct, pad_bytes):
 @njit(cache=True, nogil=True, _nrt=False)
 def _step_dt(ip, fp, kernel_cost, k_n, k_k, k_params, p_tokens, attn_prefill, n_dec, n_sample, ctx, lora_flops,
              lora_bytes, distinct):
-    """Seconds of one step: the roofline (or fixed) step cost, or the kernel model's (cost_model "kernel");
-    ``n_sample``: prefills that end in the step (their sequences sample a token, as every decode does)."""
+    """Seconds of one step: the roofline (or fixed) step cost, or the kernel model's (cost_model "kernel"), plus a
+    tensor-parallel group's all-reduces; ``n_sample``: prefills that end in the step (their sequences sample a
+    token, as every decode does)."""
+    ar = 0.0  # (tp 1: 0.0 + t is t, bit for bit)
+    if fp[FP_AR_STEP] > 0.0:
+        ar = fp[FP_AR_STEP] + fp[FP_AR_TOK] * (p_tokens + n_dec)
     if kernel_cost:
-        return kernel_step_seconds(p_tokens, attn_prefill, n_dec, n_sample + n_dec, ctx, lora_flops, lora_bytes,
-                                   distinct, float(ip[IP_PAD_SLOTS]), fp[FP_FLOPS], fp[FP_BW], fp[FP_ATTN],
-                                   fp[FP_KV_TOK], fp[FP_OVERHEAD], fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT],
-                                   fp[FP_LORA_TOKSLOT], fp[FP_N_LAYERS], k_n, k_k, k_params, fp[FP_PEAK_FLOPS],
-                                   fp[FP_PEAK_BW], fp[FP_VOCAB], fp[FP_HIDDEN]) * fp[FP_COST_SCALE]
-    return step_seconds(ip[IP_FIXED] != 0, p_tokens, attn_prefill, n_dec, ctx, lora_flops, lora_bytes, distinct,
-                        float(ip[IP_PAD_SLOTS]), fp[FP_PARAMS], fp[FP_WEIGHT_BYTES], fp[FP_FLOPS], fp[FP_BW],
-                        fp[FP_ATTN], fp[FP_KV_TOK], fp[FP_OVERHEAD], fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT],
-                        fp[FP_PREFILL_TOK], fp[FP_DECODE_STEP], fp[FP_LORA_TOKSLOT]) * fp[FP_COST_SCALE]
+        return (ar + kernel_step_seconds(p_tokens, attn_prefill, n_dec, n_sample + n_dec, ctx, lora_flops,
+                                         lora_bytes, distinct, float(ip[IP_PAD_SLOTS]), fp[FP_FLOPS], fp[FP_BW],
+                                         fp[FP_ATTN], fp[FP_KV_TOK], fp[FP_OVERHEAD], fp[FP_LORA_ADAPTER],
+                                         fp[FP_LORA_SLOT], fp[FP_LORA_TOKSLOT], fp[FP_N_LAYERS], k_n, k_k, k_params,
+                                         fp[FP_PEAK_FLOPS], fp[FP_PEAK_BW], fp[FP_VOCAB],
+                                         fp[FP_HIDDEN])) * fp[FP_COST_SCALE]
+    return (ar + step_seconds(ip[IP_FIXED] != 0, p_tokens, attn_prefill, n_dec, ctx, lora_flops, lora_bytes, distinct,
+                              float(ip[IP_PAD_SLOTS]), fp[FP_PARAMS], fp[FP_WEIGHT_BYTES], fp[FP_FLOPS], fp[FP_BW],
+                              fp[FP_ATTN], fp[FP_KV_TOK], fp[FP_OVERHEAD], fp[FP_LORA_ADAPTER], fp[FP_LORA_SLOT],
+                              fp[FP_PREFILL_TOK], fp[FP_DECODE_STEP], fp[FP_LORA_TOKSLOT])) * fp[FP_COST_SCALE]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -963,7 +972,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
     kernel_cost = fp[FP_KERNEL] != 0.0 and ip[IP_FIXED] == 0
     k_params = fp[FP_KPARAMS:FP_DENSE_N]  # views of fp for the kernel cost model
     k_n = fp[FP_DENSE_N:FP_DENSE_K]
-    k_k = fp[FP_DENSE_K:FP_LEN]
+    k_k = fp[FP_DENSE_K:FP_DENSE_END]
     fleet = S_i[SI_FLEET] != 0
     n_known = S_i[SI_NKNOWN] if fleet else n
     t_limit = S_f[SF_TLIMIT] if fleet else _INF

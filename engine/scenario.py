@@ -7,21 +7,21 @@ to the jitted loop: anything it lets through must simulate without error.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from . import presets
+from .kernels import op_shapes
 from .limits import FLOAT_RANGES, MAX_DRAIN_RATIO, MAX_QUOTE, MAX_RUN_TOKENS, clip, loads_json, short_repr
 from .policies import EVICT_BELADY, STRATEGIES, hot_set_pins
 from .presets.hf import check_name_text
 from .presets.scenarios import TRACES
 from .routers import ROUTERS
+from .traces import TRACE_DIR, TRACE_FILE_COLUMNS, TRACE_TIME_SCALE_RANGE, _check_time_scale, shipped_trace_file  # noqa: F401  (re-exported: the trace files' reader lives in engine/traces.py)
 
 ENUMS: dict[str, tuple[str, ...]] = {
     "service_mode": ("roofline", "fixed"),
@@ -40,6 +40,10 @@ ENUMS: dict[str, tuple[str, ...]] = {
     "server": presets.SERVERS,
 }
 
+#: The tensor-parallel degrees a replica may have (``tensor_parallel_size``; vLLM and SGLang accept others that
+#: divide the heads, the GPU counts of real nodes are these).
+TP_SIZES = (1, 2, 4, 8)
+
 #: Hard cap on the requests one simulation may generate (open loop: rate x duration).
 MAX_REQUESTS = 2_000_000
 
@@ -53,10 +57,6 @@ MAX_REPLICA_ADAPTERS = 1_000_000
 #: Absent for preset models, so their JSON is unchanged.
 MODEL_DEFINITION_KEY = "model_definition"
 
-#: Where the shipped traces (``presets.scenarios.TRACES``) live, and the allowed ``trace_time_scale``.
-TRACE_DIR = Path(__file__).resolve().parent / "data" / "traces"
-TRACE_FILE_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
-TRACE_TIME_SCALE_RANGE = (0.05, 50.0)
 
 
 #: Keys the dashboard's scenario.json adds to ``Scenario.to_dict()`` (``Scenario.from_export`` reads them).
@@ -146,6 +146,7 @@ class Scenario:
     num_replicas: int = 1                 # 1 = one GPU (the single-GPU loop, unchanged)
     router: str = "round_robin"           # which replica an arriving request goes to (engine.routers.ROUTERS)
     affinity_load_slack: int = 2          # lora_affinity: extra outstanding requests over the least loaded that an adapter-holding replica may have and still win
+    tensor_parallel_size: int = 1         # GPUs per replica, one tensor-parallel group (docs/model.md 5.7); memory fields are per GPU
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -251,7 +252,7 @@ class Scenario:
         out = []
         for r in self.ranks():
             if r not in cache:
-                cache[r] = presets.adapter_bytes(m, r, self.target_modules)
+                cache[r] = presets.adapter_bytes(m, r, self.target_modules, tp=self.tensor_parallel_size)
             out.append(cache[r])
         return out
 
@@ -272,13 +273,18 @@ class Scenario:
 
     def max_adapter_bytes(self) -> int:
         rs = set(self.adapter_ranks) or {self.adapter_rank}
-        return max(presets.adapter_bytes(self.model_spec, r, self.target_modules) for r in rs)
+        return max(presets.adapter_bytes(self.model_spec, r, self.target_modules, tp=self.tensor_parallel_size)
+                   for r in rs)
+
+    def kv_bytes_per_token(self) -> int:
+        """KV bytes of one token on each GPU (of the tensor-parallel group)."""
+        return presets.kv_bytes_per_token(self.model_spec, tp=self.tensor_parallel_size)
 
     def memory_plan(self) -> dict[str, float]:
-        """GPU memory split in bytes: usable, weights, reserve, adapters, kv."""
+        """Memory split of each GPU (of the tensor-parallel group) in bytes: usable, weights, reserve, adapters, kv."""
         g, m = self.gpu_spec, self.model_spec
         usable = g.memory_gib * presets.GIB * self.gpu_mem_util
-        weights = float(presets.weight_bytes(m))
+        weights = float(presets.weight_bytes(m, tp=self.tensor_parallel_size))
         reserve = self.reserve_gb * presets.GIB
         adapters = self.vram_budget_gb * presets.GIB
         kv = usable - weights - reserve - adapters
@@ -295,7 +301,7 @@ class Scenario:
     def max_request_kv_bytes(self) -> int:
         """KV bytes one longest request reserves (whole blocks)."""
         blocks = -(-self.max_request_tokens() // self.kv_block_tokens)
-        return blocks * self.kv_block_tokens * presets.kv_bytes_per_token(self.model_spec)
+        return blocks * self.kv_block_tokens * self.kv_bytes_per_token()
 
     def length_bounds(self, mean: int) -> tuple[int, int]:
         """Smallest and largest length the length distribution can draw."""
@@ -320,7 +326,7 @@ class Scenario:
         room = plan["kv"]
         if self.memory_mode == "unified":
             room = min(room, plan["adapters"] + plan["kv"] - self.max_adapter_bytes())
-        block = self.kv_block_tokens * presets.kv_bytes_per_token(self.model_spec)
+        block = self.kv_block_tokens * self.kv_bytes_per_token()
         return max(0, int(room // block)) * self.kv_block_tokens
 
     def expected_requests(self) -> float:
@@ -372,6 +378,9 @@ class Scenario:
             v = getattr(self, name)
             if isinstance(v, bool) or not (isinstance(v, int) and lo <= v <= hi):
                 bad(name, f"an integer in [{lo}, {hi}]")
+        tp = self.tensor_parallel_size
+        if isinstance(tp, bool) or not isinstance(tp, int) or tp not in TP_SIZES:
+            bad("tensor_parallel_size", ", ".join(map(str, TP_SIZES)) + " (GPUs per replica)")
         for name, hi in (("num_replicas", MAX_REPLICAS), ("affinity_load_slack", 100_000)):
             v = getattr(self, name)
             if isinstance(v, bool) or not (isinstance(v, int) and (name != "num_replicas" or v >= 1) and 0 <= v <= hi):
@@ -439,14 +448,25 @@ class Scenario:
                 f"(prompt + output) is more work than one run may ask for; allowed: at most "
                 f"{MAX_RUN_TOKENS:,.0f} tokens per run (fewer requests or shorter ones)")
 
+        tp = self.tensor_parallel_size
+        if tp > 1:
+            try:
+                op_shapes(self.model_spec, tp)
+            except ValueError as e:
+                raise ValueError(f"tensor_parallel_size: {str(e).partition(': ')[2]}") from None
+            if self.service_mode == "fixed":
+                bad("tensor_parallel_size", "1 with service_mode 'fixed' (its per-token times are a measured "
+                    "server's, at the tensor-parallel degree it ran; state them for the group, or use 'roofline')")
         # memory
         plan = self.memory_plan()
         g = self.gpu_spec
         if plan["weights"] + plan["reserve"] >= plan["usable"]:
+            each = f" on each of {tp} GPUs (tensor_parallel_size {tp})" if tp > 1 else ""
             raise ValueError(
-                f"model: invalid value {self.model!r}: its weights ({plan['weights'] / presets.GIB:.1f} GiB) "
+                f"model: invalid value {self.model!r}: its weights ({plan['weights'] / presets.GIB:.1f} GiB{each}) "
                 f"plus reserve_gb ({self.reserve_gb}) do not fit in {self.gpu!r} "
-                f"({g.memory_gib} GiB x gpu_mem_util {self.gpu_mem_util}); allowed: a smaller model or a larger GPU")
+                f"({g.memory_gib} GiB x gpu_mem_util {self.gpu_mem_util}); allowed: a smaller model, a larger GPU "
+                f"or a larger tensor_parallel_size ({', '.join(map(str, TP_SIZES))})")
         max_budget = self.max_vram_budget_gb()
         if self.vram_budget_gb > max_budget + 1e-9:
             raise ValueError(
@@ -505,38 +525,6 @@ class Scenario:
             if self.hot_set_k > self.num_adapters:
                 bad("hot_set_k", f"at most num_adapters ({self.num_adapters})")
         return self
-
-
-def _check_time_scale(v: float) -> None:
-    lo, hi = TRACE_TIME_SCALE_RANGE
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and lo <= v <= hi):
-        raise ValueError(f"trace_time_scale: invalid value {short_repr(v)}; allowed: a number in [{lo:g}, {hi:g}] "
-                         "(the trace's arrival times are divided by it: 2 replays it twice as fast)")
-
-
-@functools.cache
-def shipped_trace_file(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Arrival times (s), prompt and output tokens of a shipped trace (``TRACES``), read once and cached
-    (read-only arrays); ValueError naming ``trace`` for an unknown name or a damaged file."""
-    if name not in TRACES:
-        raise ValueError(f"trace: invalid value {short_repr(name)}; allowed: {', '.join(TRACES)}")
-    path = TRACE_DIR / TRACES[name]["file"]
-    try:
-        with open(path, encoding="utf-8") as f:
-            header = tuple(f.readline().strip().split(","))
-            data = np.loadtxt(f, delimiter=",", dtype=np.float64, ndmin=2)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"trace: {name!r}: cannot read {path} ({e})") from None
-    arr, pt, ot = (data[:, i].copy() for i in range(3)) if data.shape[1] == 3 else (None, None, None)
-    if (header != TRACE_FILE_COLUMNS or arr is None or len(arr) != TRACES[name]["rows"]
-            or not (np.all(np.isfinite(arr)) and arr[0] >= 0 and np.all(np.diff(arr) >= 0))
-            or np.any(pt < 1) or np.any(ot < 1) or np.any(pt != np.floor(pt)) or np.any(ot != np.floor(ot))):
-        raise ValueError(f"trace: {name!r}: {path} is not the shipped file (columns {', '.join(TRACE_FILE_COLUMNS)}, "
-                         f"{TRACES[name]['rows']} rows, non-decreasing arrivals >= 0, token counts >= 1)")
-    out = (arr, pt.astype(np.int64), ot.astype(np.int64))
-    for a in out:
-        a.setflags(write=False)
-    return out
 
 
 _FIELD_TYPES = {f.name: f.type for f in fields(Scenario)}

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from . import fleet, kernels, presets
+from . import fleet, kernels
 from . import loop as L
+from .costs import allreduce_step_terms
 from .metrics import (
     REPLICA_COLUMNS,
     REPLICA_INPUTS,
@@ -73,7 +74,8 @@ def _build(sc: Scenario, wl: Workload):
     n = len(wl)
     A = sc.num_adapters
     plan = sc.memory_plan()
-    kv_tok = presets.kv_bytes_per_token(m)
+    tp = sc.tensor_parallel_size
+    kv_tok = sc.kv_bytes_per_token()  # each GPU's share (docs/model.md 5.7)
     block_bytes = kv_tok * sc.kv_block_tokens
     unified = eff["memory_mode"] == "unified"
     contiguous = sc.kv_allocator == "contiguous"
@@ -153,10 +155,10 @@ def _build(sc: Scenario, wl: Workload):
     fp[L.FP_POOL] = pool
     fp[L.FP_BLOCK_BYTES] = block_bytes
     fp[L.FP_WEIGHT_BYTES] = plan["weights"]
-    fp[L.FP_PARAMS] = m.n_params
+    fp[L.FP_PARAMS] = m.n_params if tp == 1 else plan["weights"] / 2.0  # each GPU's share (2 bytes per parameter)
     fp[L.FP_FLOPS] = g.fp16_tflops * 1e12 * sc.compute_eff
     fp[L.FP_BW] = g.hbm_gbps * 1e9 * sc.bw_eff
-    fp[L.FP_ATTN] = float(m.n_layers * m.n_heads * m.head_dim)  # L x attention width (= hidden_size but Gemma-2)
+    fp[L.FP_ATTN] = float(m.n_layers * (m.n_heads // tp) * m.head_dim)  # L x attention width per GPU (= hidden_size but Gemma-2)
     fp[L.FP_KV_TOK] = kv_tok
     fp[L.FP_OVERHEAD] = sc.step_overhead_ms / 1e3
     fp[L.FP_LORA_ADAPTER] = sc.lora_ms_per_adapter / 1e3
@@ -174,10 +176,11 @@ def _build(sc: Scenario, wl: Workload):
     fp[L.FP_N_LAYERS] = m.n_layers
     fp[L.FP_PEAK_FLOPS] = g.fp16_tflops * 1e12
     fp[L.FP_PEAK_BW] = g.hbm_gbps * 1e9
-    fp[L.FP_VOCAB] = m.vocab_size
+    fp[L.FP_VOCAB] = m.vocab_size if tp == 1 else -(-m.vocab_size // tp)  # the LM head's shard (vLLM: vocab parallel)
     fp[L.FP_HIDDEN] = m.hidden_size
     fp[L.FP_KPARAMS:L.FP_DENSE_N] = kernels.param_array()
-    fp[L.FP_DENSE_N:L.FP_DENSE_K], fp[L.FP_DENSE_K:L.FP_LEN] = kernels.dense_dims(m, 1)
+    fp[L.FP_DENSE_N:L.FP_DENSE_K], fp[L.FP_DENSE_K:L.FP_DENSE_END] = kernels.dense_dims(m, tp)
+    fp[L.FP_AR_STEP], fp[L.FP_AR_TOK] = allreduce_step_terms(m, sc.gpu, tp)
 
     R_i = np.zeros((L.RI_LEN, n), np.int64)
     R_i[L.RI_ADAPTER] = adapter

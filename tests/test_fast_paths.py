@@ -258,7 +258,7 @@ def test_min_step_seconds_bounds_every_step(preset, cost, p, d, ctx, kd, lora, d
     lb = fleet.min_step_seconds(ip, fp)
     assert lb > 0.0
     kernel = fp[L.FP_KERNEL] != 0.0 and ip[L.IP_FIXED] == 0
-    dt = L._step_dt(ip, fp, kernel, fp[L.FP_DENSE_N:L.FP_DENSE_K], fp[L.FP_DENSE_K:L.FP_LEN],
+    dt = L._step_dt(ip, fp, kernel, fp[L.FP_DENSE_N:L.FP_DENSE_K], fp[L.FP_DENSE_K:L.FP_DENSE_END],
                     fp[L.FP_KPARAMS:L.FP_DENSE_N], float(p), float(p * p + 2 * p * kd), float(d),
                     float(min(sample, p)), float(ctx if d else 0), lora, lora / 8, float(distinct))
     assert dt >= lb

@@ -62,7 +62,8 @@ def test_kernel_slots_are_not_read_by_the_roofline_path():
     wl = generate(sc)
     a, b = _build(sc, wl), _build(sc, wl)
     assert b["fp"][L.FP_KERNEL] == 0.0
-    b["fp"][L.FP_KERNEL + 1:] = 1e-3  # layers, peaks, dims, parameters: all nonsense
+    b["fp"][L.FP_KERNEL + 1:L.FP_DENSE_END] = 1e-3  # layers, peaks, dims, parameters: all nonsense (not the
+    # all-reduce slots after them, which both cost models read: tests/test_tensor_parallel.py)
     for arr in (a, b):
         L.run_loop(*(arr[k] for k in LOOP_ARGS))
     for k in ("R_f", "ts", "S_f"):
@@ -106,8 +107,9 @@ def test_build_lays_out_the_kernel_model():
     np.testing.assert_array_equal(fp[L.FP_KPARAMS:L.FP_DENSE_N], kernels.param_array())
     n, k = kernels.dense_dims(m, 1)
     np.testing.assert_array_equal(fp[L.FP_DENSE_N:L.FP_DENSE_K], n)
-    np.testing.assert_array_equal(fp[L.FP_DENSE_K:L.FP_LEN], k)
-    assert L.FP_LEN == fp.shape[0] == L.FP_DENSE_K + len(kernels.DENSE_OPS)
+    np.testing.assert_array_equal(fp[L.FP_DENSE_K:L.FP_DENSE_END], k)
+    assert L.FP_DENSE_END == L.FP_DENSE_K + len(kernels.DENSE_OPS)
+    assert L.FP_LEN == fp.shape[0] == L.FP_AR_TOK + 1
 
 
 # ------------------------------------------------------------------ analytic oracle: one request

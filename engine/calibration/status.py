@@ -142,6 +142,20 @@ def _user_status(sc: Scenario) -> CalibrationStatus | None:
         "pair (engine.calibration.error_band).", None, p.name)
 
 
+def _tp_words(sc: Scenario) -> str:
+    return f" at tensor_parallel_size {sc.tensor_parallel_size}" if sc.tensor_parallel_size > 1 else ""
+
+
+def _tp_caveat(sc: Scenario) -> str:
+    """What the band leaves out at tensor_parallel_size > 1: the all-reduce model is assumed, not fitted."""
+    if sc.tensor_parallel_size == 1:
+        return ""
+    return (" Not in the band: the tensor-parallel all-reduces, an unfitted model (latency assumed 8 us per "
+            "all-reduce on NVLink, 25 us on PCIe; NCCL kernels profiled by Vidur take 20-55 us at decode sizes: "
+            "engine.calibration.allreduce_check; at 40 us, Llama-3.1-70B on 4 H100s decodes about 24 % slower: "
+            "docs/model.md 5.7).")
+
+
 def calibration_status(sc: Scenario) -> CalibrationStatus:
     """Whether ``sc``'s cost model is one that was checked against measurements (docs/validation.md).
 
@@ -157,7 +171,7 @@ def calibration_status(sc: Scenario) -> CalibrationStatus:
     for name, c in CALIBRATED.items():
         ref = Scenario.from_preset(name)
         changed = [f for f in _fields(sc) if not _same(getattr(sc, f), getattr(ref, f))]
-        pair = sc.gpu == ref.gpu and sc.model == ref.model
+        pair = sc.gpu == ref.gpu and sc.model == ref.model and sc.tensor_parallel_size == ref.tensor_parallel_size
         if pair and not changed:
             m = c.errors[:2]
             short = ", ".join(f"{metric} MAPE {mape:.1f} %" for metric, _, mape, _, _ in m)
@@ -167,12 +181,13 @@ def calibration_status(sc: Scenario) -> CalibrationStatus:
     for name, changed in diffs.items():
         ref = Scenario.from_preset(name)
         if not changed:
-            via = f"the {sc.server} server profile's " if sc.server else ""
+            via = f"{sc.server} server profile's " if sc.server else ""
             return CalibrationStatus(
                 "transferred", f"Transferred ({name})",
                 f"The {via}cost parameters fitted on {name} ({ref.gpu}, {ref.model}) are carried over to {sc.gpu} / "
-                f"{sc.model} through the spec-sheet roofline: no measurement of this pair checks them; the error "
-                "of such a transfer was measured on another pair (engine.calibration.error_band).", name)
+                f"{sc.model}{_tp_words(sc)} through the spec-sheet roofline: no measurement of this pair checks them; "
+                "the error of such a transfer was measured on another pair (engine.calibration.error_band)."
+                + _tp_caveat(sc), name)
     for name, changed in diffs.items():
         c, ref = CALIBRATED[name], Scenario.from_preset(name)
         if sc.gpu == ref.gpu and sc.model == ref.model:

@@ -29,16 +29,18 @@ SHAREGPT_MEAN_IN, SHAREGPT_MEAN_OUT = 222, 194
 
 
 def vllm_slot_bytes(max_lora_rank: int, model: str = VLLM_MODEL, embeddings: bool = True,
-                    extra_vocab: int = VLLM_LORA_EXTRA_VOCAB) -> int:
+                    extra_vocab: int = VLLM_LORA_EXTRA_VOCAB, tp: int = 1) -> int:
     """GPU bytes vLLM reserves per LoRA slot (bf16 stacked A/B buffers at max_lora_rank).
 
     vLLM wraps every supported linear layer of Llama (qkv, o, gate_up, down) whatever
     modules an adapter targets, so the slot is the "all modules" size; with
     ``embeddings`` it also counts the embedding and lm_head LoRA buffers (vocab + extra
-    vocab rows at the rank, plus the extra-vocab embedding tables).
+    vocab rows at the rank, plus the extra-vocab embedding tables).  On each GPU of a tensor-parallel group of
+    ``tp``: the linear modules' shards (``presets.adapter_bytes``); the embedding buffers counted whole (an
+    upper bound: not read in vLLM's sharded embedding layers).
     """
     m = presets.get_model(model)
-    b = presets.adapter_bytes(m, max_lora_rank, "all")
+    b = presets.adapter_bytes(m, max_lora_rank, "all", tp=tp)
     if embeddings:
         v = m.vocab_size + extra_vocab
         vp = -(-v // 256) * 256

@@ -297,7 +297,7 @@ def _kv_room(sc: Scenario, lora_bytes: float) -> float:
 
 def _length_fit(sc: Scenario, kv_bytes: float) -> int:
     """Largest request length (tokens, whole pages) whose KV fits in ``kv_bytes``."""
-    page = SERVER_PAGE_TOKENS * presets.kv_bytes_per_token(sc.model_spec)
+    page = SERVER_PAGE_TOKENS * sc.kv_bytes_per_token()
     return max(0, int(kv_bytes // page)) * SERVER_PAGE_TOKENS
 
 
@@ -340,7 +340,7 @@ def _context(cmd: _Line, sc: Scenario, flag: str, lim: dict, lora_what: str) -> 
         # SGLang admits prompt + output <= context-length - 1 and prompt <= context-length - 6
         served = longest <= fit if cmd.server == "vllm" else (
             longest + 1 <= fit and sc.length_bounds(sc.prompt_tokens)[1] + 6 <= fit)
-        need = -(-ctx // SERVER_PAGE_TOKENS) * SERVER_PAGE_TOKENS * presets.kv_bytes_per_token(sc.model_spec)
+        need = -(-ctx // SERVER_PAGE_TOKENS) * SERVER_PAGE_TOKENS * sc.kv_bytes_per_token()
         cmd.add(flag, fit, f"rule: kv_fit (the model's context {ctx} does not fit; rule: kv_room)")
         start = ("vLLM would refuse to start (one max-model-len request must fit in the KV cache)"
                  if cmd.server == "vllm" else "SGLang would only warn, and a request longer than its KV pool "
@@ -381,6 +381,10 @@ def _common_notes(sc: Scenario, server: str) -> list[str]:
     return out
 
 
+_TP_SOURCE = ("tensor_parallel_size (one replica is a group of this many GPUs on one node; every memory figure "
+              "here is per GPU)")
+
+
 def vllm_command(sc: Scenario, decided: Iterable[str] = ()) -> Command:
     """``vllm serve`` for the scenario (closest server for strategies vllm, naive, preload_lru).
 
@@ -394,7 +398,7 @@ def vllm_command(sc: Scenario, decided: Iterable[str] = ()) -> Command:
         rank = vllm_max_lora_rank(sc)
     except ValueError as e:
         return Command("vllm", [], "", [], False, f"{e}: vLLM cannot serve these adapters.")
-    slot = vllm_slot_bytes(rank, sc.model)
+    slot = vllm_slot_bytes(rank, sc.model, tp=sc.tensor_parallel_size)
     model = _model_id(sc)
     slots = sc.max_loras if sc.max_loras > 0 else _slots(sc, slot)
     lora_what = f"{slots} LoRA slots of {slot / presets.MIB:.1f} MiB"
@@ -404,6 +408,8 @@ def vllm_command(sc: Scenario, decided: Iterable[str] = ()) -> Command:
     cmd = _Line("vllm", ["vllm", "serve", model], server_defaults(sc, "vllm"))
     cmd.trace.append(("model", model, "model (rule: hf_repo_id)"))
     cmd.add("--enable-lora", None, "rule: always")
+    if sc.tensor_parallel_size > 1:
+        cmd.add("--tensor-parallel-size", sc.tensor_parallel_size, _TP_SOURCE)
     src = ("max_loras" if sc.max_loras > 0 else
            f"rule: memory_slots (max_loras 0; vLLM needs >= 1; vLLM slot {slot / presets.MIB:.1f} MiB)")
     cmd.set("--max-loras", slots, src)
@@ -488,7 +494,7 @@ def sglang_command(sc: Scenario, decided: Iterable[str] = ()) -> Command:
     if (u := _unsupported("sglang", sc)) is not None:
         return u
     rank = max(sc.ranks())
-    slot = presets.adapter_bytes(sc.model_spec, rank, sc.target_modules)
+    slot = presets.adapter_bytes(sc.model_spec, rank, sc.target_modules, tp=sc.tensor_parallel_size)
     model = _model_id(sc)
     slots = sc.max_loras if sc.max_loras > 0 else _slots(sc, slot)
     lora_what = f"{slots} LoRA slots of {slot / presets.MIB:.1f} MiB"
@@ -498,6 +504,8 @@ def sglang_command(sc: Scenario, decided: Iterable[str] = ()) -> Command:
     cmd = _Line("sglang", ["python", "-m", "sglang.launch_server"], server_defaults(sc, "sglang"))
     cmd.add("--model-path", model, "model (rule: hf_repo_id)")
     cmd.add("--enable-lora", None, "rule: always")
+    if sc.tensor_parallel_size > 1:
+        cmd.add("--tp-size", sc.tensor_parallel_size, _TP_SOURCE)
     src = "max_loras" if sc.max_loras > 0 else f"rule: memory_slots (max_loras 0; slot {slot / presets.MIB:.1f} MiB)"
     cmd.set("--max-loras-per-batch", slots, src)
     if sc.max_cpu_loras > 0:
@@ -518,7 +526,7 @@ def sglang_command(sc: Scenario, decided: Iterable[str] = ()) -> Command:
                 f"chunked_prefill {sc.chunked_prefill!r} (decided by the plan; -1 turns chunking off)")
     ctx_notes = _context(cmd, sc, "--context-length", lim, lora_what)
     if sc.kv_cache_gb > 0:
-        cmd.add("--max-total-tokens", int(sc.kv_cache_gb * presets.GIB // presets.kv_bytes_per_token(sc.model_spec)),
+        cmd.add("--max-total-tokens", int(sc.kv_cache_gb * presets.GIB // sc.kv_bytes_per_token()),
                 "kv_cache_gb (rule: kv_tokens)")
 
     computed = f"computed by SGLang at start from the GPU and the KV pool; the value is not recorded in {FLAG_FIXTURE}"

@@ -42,6 +42,7 @@ class Deployment:
     max_loras: int = 16                         # decisions (a plan's grid usually sets them)
     max_cpu_loras: int = 0
     slo_ttft_ms: float = 500.0
+    tensor_parallel_size: int = 1               # GPUs per replica (a 70B model needs 4 x 80 GB); memory is per GPU
 
     def profile(self) -> ServerProfile:
         if self.server not in PROFILES:

@@ -30,13 +30,13 @@ def vllm_max_lora_rank(sc: Scenario) -> int:
 def vllm_slot_budget_gb(sc: Scenario) -> float:
     """GiB vLLM preallocates for ``max_loras`` slots at ``--max-lora-rank`` (all linear modules and the
     embedding/lm_head buffers: ``engine.calibration.vllm_slot_bytes``)."""
-    return sc.max_loras * vllm_slot_bytes(vllm_max_lora_rank(sc), sc.model) / presets.GIB
+    return sc.max_loras * vllm_slot_bytes(vllm_max_lora_rank(sc), sc.model, tp=sc.tensor_parallel_size) / presets.GIB
 
 
 def request_kv_bytes(sc: Scenario) -> int:
     """KV bytes of one request of mean length (prompt + output tokens, whole blocks)."""
     blocks = -(-(sc.prompt_tokens + sc.output_tokens) // sc.kv_block_tokens)
-    return blocks * sc.kv_block_tokens * presets.kv_bytes_per_token(sc.model_spec)
+    return blocks * sc.kv_block_tokens * sc.kv_bytes_per_token()
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def memory_breakdown(sc: Scenario) -> MemoryBreakdown:
     g, m = sc.gpu_spec, sc.model_spec
     gpu = round(g.memory_gib * presets.GIB)
     usable = round(g.memory_gib * presets.GIB * sc.gpu_mem_util)
-    weights = int(presets.weight_bytes(m))
+    weights = int(presets.weight_bytes(m, tp=sc.tensor_parallel_size))
     reserve = round(sc.reserve_gb * presets.GIB)
     budget = round(sc.vram_budget_gb * presets.GIB)
     free = usable - weights - reserve - budget
@@ -130,7 +130,7 @@ def memory_breakdown(sc: Scenario) -> MemoryBreakdown:
         except ValueError:
             rank = 0
         if rank:
-            kind, slot, wanted = "vllm", int(vllm_slot_bytes(rank, sc.model)), int(sc.max_loras)
+            kind, slot, wanted = "vllm", int(vllm_slot_bytes(rank, sc.model, tp=sc.tensor_parallel_size)), int(sc.max_loras)
             slots = min(wanted, budget // slot)
     return MemoryBreakdown(gpu=gpu, usable=usable, weights=weights, reserve=reserve, adapter_budget=budget,
                            slots=int(max(slots, 0)), slot=slot, slot_kind=kind, slots_wanted=int(max(wanted, 0)),

@@ -264,7 +264,8 @@ def plan(base: Scenario, slo: dict, grid: dict, replications: int = 3, objective
                          for (i, k), r in zip(owner, results)])
     table = _table(base, slo, grid, configs, runs, objective, prices, replications, max_replicas)
     if bands:
-        table = band_mod.add_columns(table, objective, bands, bounds, lambda c, v: v if objective == "min_replicas"
+        table = band_mod.add_columns(table, objective, bands, bounds,
+                                     lambda c, v: v * configs[c][1].tensor_parallel_size if objective == "min_replicas"
                                      else _gpus(objective, configs[c][1], v, configs[c][1].num_replicas))
     best = table.iloc[0].to_dict() if len(table) and bool(table.iloc[0]["recommended"]) else None
     res = PlanResult(table=table, best=best, objective=objective, slo=slo, grid=grid, base=base, deployment=deployment,
@@ -274,8 +275,19 @@ def plan(base: Scenario, slo: dict, grid: dict, replications: int = 3, objective
         res.notes = [*([band_mod.band_note(best, objective)] if bands else []),
                      *tie_notes(table, objective, grid),
                      *edge_notes(best, grid, _edge_check(res), {f: list(tied[f]) for f in grid}),
-                     *_bound_notes(res)]
+                     *_bound_notes(res), *_tp_notes(res)]
     return res
+
+
+def _tp_notes(res: PlanResult) -> list[str]:
+    """What the band leaves out when the pick is a tensor-parallel group (docs/model.md 5.7)."""
+    tp = int(res.best.get("tensor_parallel_size", res.base.tensor_parallel_size))
+    if tp <= 1:
+        return []
+    return [f"Not in that band: the all-reduces of the {tp}-GPU groups come from an assumed latency (8 us per "
+            "all-reduce on NVLink, 25 us on PCIe), not validated for vLLM's path; NCCL kernels measured by Vidur take "
+            "20-55 us at decode sizes (engine.calibration.allreduce_check); at 40 us Llama-3.1-70B on 4 H100s "
+            "decodes about 24 % slower (docs/model.md 5.7)."]
 
 
 def _value_name(objective: str) -> str:
@@ -308,17 +320,19 @@ def _table(base, slo, grid, configs, runs, objective, prices, replications, max_
         mean, lo, hi = mean_ci(vals) if len(vals) and not missing else (math.nan, math.nan, math.nan)
         row[vname] = mean
         row[f"{vname}_ci_low"], row[f"{vname}_ci_high"] = lo, hi
-        n_gpus = (sc or base).num_replicas
+        tp = (sc or base).tensor_parallel_size  # a replica is a tensor-parallel group of tp GPUs
+        row["gpus_per_replica"] = tp
+        n_gpus = (sc or base).num_replicas * tp
         if objective == "min_replicas":
             cap = search.replicas_cap(sc or base, max_replicas)
             row["replicas_needed_max"] = float(vals.max()) if len(vals) and not missing else math.nan
             row["replicas_by_replication"] = ",".join(str(int(v)) if v > 0 else f">{cap}" for v in vals)
-            n_gpus = row["replicas_needed_max"]
+            n_gpus = row["replicas_needed_max"] * tp
         row["probes"] = int(g["probes"].sum()) if len(g) else 0
         row["capped"] = bool(g["capped"].any()) if len(g) else False
         for m in (*slo, *_reported(objective)):
             row[m] = float(np.nanmean(g[m])) if len(g) and np.isfinite(g[m]).any() else math.nan
-        # the fleet's price: every GPU of it (one GPU unless the scenario is a fleet)
+        # the fleet's price: every GPU of it (num_replicas x tensor_parallel_size)
         row["fleet_price_usd_per_hour"] = row["price_usd_per_hour"] * n_gpus
         row["gpus"] = _gpus(objective, sc or base, mean, n_gpus)
         row["gpus_price_usd_per_hour"] = row["price_usd_per_hour"] * row["gpus"]
@@ -343,14 +357,15 @@ def _table(base, slo, grid, configs, runs, objective, prices, replications, max_
 def _gpus(objective: str, sc: Scenario, mean: float, n_gpus: float) -> float:
     """The ``gpus`` column (``TIE_BREAK``'s first key): GPUs the answer needs for the base scenario's demand.
 
-    max_rate: ``num_replicas x ceil(base arrival rate / max rate)``; max_adapters: ``num_replicas x ceil(base
-    num_adapters / max adapters)`` (copies of the configuration, each serving its share); min_cost:
-    ``num_replicas``; min_replicas: the replicas to deploy.  NaN when the configuration has no answer."""
+    max_rate: ``num_replicas x tensor_parallel_size x ceil(base arrival rate / max rate)``; max_adapters:
+    ``num_replicas x tensor_parallel_size x ceil(base num_adapters / max adapters)`` (copies of the configuration,
+    each serving its share); min_cost: ``num_replicas x tensor_parallel_size``; min_replicas: the replicas to
+    deploy x tensor_parallel_size.  NaN when the configuration has no answer."""
     if objective in ("max_rate", "max_adapters"):
         demand = sc.arrival_rate_rps if objective == "max_rate" else sc.num_adapters
         if not (mean > 0):
             return math.nan
-        return float(sc.num_replicas * max(1, math.ceil(demand / mean - 1e-9)))
+        return float(sc.num_replicas * sc.tensor_parallel_size * max(1, math.ceil(demand / mean - 1e-9)))
     return float(n_gpus)
 
 
@@ -368,8 +383,8 @@ def _rank(table: pd.DataFrame, runs: pd.DataFrame, objective: str, vname: str, r
     if objective == "min_cost":
         key = np.where(ok, table["cost_per_mtok_usd"].fillna(np.inf), np.inf)
         order = np.lexsort((-table[vname].fillna(-1).to_numpy(), key))
-    elif objective == "min_replicas":  # fewest replicas (mean), then the cheaper fleet per hour, then per token
-        key = np.where(ok, table[vname].fillna(np.inf).to_numpy(), np.inf)
+    elif objective == "min_replicas":  # fewest GPUs (replicas x GPUs each, mean), then the cheaper fleet, per token
+        key = np.where(ok, (table[vname] * table["gpus_per_replica"]).fillna(np.inf).to_numpy(), np.inf)
         order = np.lexsort((table["cost_per_mtok_usd"].fillna(np.inf).to_numpy(),
                             table["fleet_price_usd_per_hour"].fillna(np.inf).to_numpy(), key))
     else:
@@ -393,6 +408,9 @@ def _rank(table: pd.DataFrame, runs: pd.DataFrame, objective: str, vname: str, r
         return break_ties(table, objective).set_index("config", drop=False)
     ok_cfgs = [int(c) for c in table.loc[table["meets_slo"], "config"]]
     vals = {c: runs[runs["config"] == c].sort_values("replication")["value"].to_numpy(float) for c in ok_cfgs}
+    if objective == "min_replicas":  # compared in GPUs: a replica of a tensor-parallel group is several
+        per = dict(zip(table["config"].astype(int), table["gpus_per_replica"]))
+        vals = {c: v * per[c] for c, v in vals.items()}
     # same order as the table's (both stable; equal means keep the table's order): r.best is row 0
     r = rank(vals, higher_is_better=objective != "min_replicas")
     for j in range(1, len(table)):
@@ -449,7 +467,9 @@ def plan_summary(res: PlanResult) -> str:
                   if res.replications > 1 else "")
         rate = ("the trace's arrivals" if res.base.trace else
                 f"{float(b.get('arrival_rate_rps', res.base.arrival_rate_rps)):.4g} req/s")
-        head += (f": {n} replica(s) behind the {b['router']} router serve {rate} "
+        tp = int(b.get("tensor_parallel_size", res.base.tensor_parallel_size))
+        each = f" of {tp} GPUs each ({n * tp} GPUs)" if tp > 1 else ""
+        head += (f": {n} replica(s){each} behind the {b['router']} router serve {rate} "
                  f"(the most any replication needed{spread}), US${b['fleet_price_usd_per_hour']:.3g}/h for the fleet, "
                  f"US${b['cost_per_mtok_usd']:.3g} per million output tokens")
     else:

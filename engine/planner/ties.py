@@ -21,17 +21,18 @@ def _plain(v):
 #: configuration's own; min_replicas: the replicas to deploy); ``gpus_price_usd_per_hour``: their price.
 #: ``tie_break_text`` says it in words.
 TIE_BREAK: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "max_rate": (("gpus", "min", "fewest GPUs for the base arrival rate (num_replicas x ceil(rate / max rate))"),
+    "max_rate": (("gpus", "min", "fewest GPUs for the base arrival rate (num_replicas x tensor_parallel_size x "
+                                 "ceil(rate / max rate))"),
                  ("gpus_price_usd_per_hour", "min", "lowest price of those GPUs (US$/h)"),
                  ("max_rate_rps", "max", "highest sustainable rate (req/s)")),
     "max_adapters": (("gpus", "min", "fewest GPUs for the base adapter count "
-                                     "(num_replicas x ceil(adapters / max adapters))"),
+                                     "(num_replicas x tensor_parallel_size x ceil(adapters / max adapters))"),
                      ("gpus_price_usd_per_hour", "min", "lowest price of those GPUs (US$/h)"),
                      ("max_adapters", "max", "most adapters")),
     "min_cost": (("gpus", "min", "fewest GPUs"),
                  ("cost_per_mtok_usd", "min", "lowest cost (US$ per million output tokens)"),
                  ("ttft_p99_ms", "min", "lowest p99 TTFT at the base rate (ms)")),
-    "min_replicas": (("gpus", "min", "fewest GPUs (replicas to deploy)"),
+    "min_replicas": (("gpus", "min", "fewest GPUs (replicas to deploy x tensor_parallel_size)"),
                      ("gpus_price_usd_per_hour", "min", "lowest fleet price (US$/h)"),
                      ("replicas_needed", "min", "fewest replicas on average over the replications"),
                      ("cost_per_mtok_usd", "min", "lowest cost (US$ per million output tokens)")),

@@ -233,13 +233,16 @@ def module_shape(model: Model, module: str) -> tuple[int, int]:
 
 
 def adapter_bytes(
-    model: Model, rank: int, target_modules: str = "qkvo", dtype_bytes: int = 2
+    model: Model, rank: int, target_modules: str = "qkvo", dtype_bytes: int = 2, tp: int = 1
 ) -> int:
-    """Bytes of one LoRA adapter.
+    """Bytes of one LoRA adapter (on each GPU of a tensor-parallel group of ``tp``).
 
     Per targeted module per layer: A (rank x in) + B (out x rank), i.e.
     rank * (in + out) * dtype_bytes, summed over modules and layers.  Modules of the target set
-    that the model does not have (gate_proj of a plain MLP) are skipped.
+    that the model does not have (gate_proj of a plain MLP) are skipped.  Under tensor parallelism
+    (vLLM's default, ``fully_sharded_loras`` off) each GPU holds a column-parallel layer's A whole and
+    its B's shard (q, k, v, gate, up: out / tp; k, v keep one KV head when tp > n_kv_heads), a
+    row-parallel layer's A shard (o, down: in / tp) and its B whole (docs/model.md 5.7).
     """
     if rank <= 0:
         raise ValueError(f"rank: must be a positive integer, got {rank!r}")
@@ -250,18 +253,44 @@ def adapter_bytes(
     except KeyError:
         raise unknown("target_modules", target_modules, TARGET_MODULES) from None
     have = model_modules(model)
-    per_layer = sum(sum(module_shape(model, m)) for m in modules if m in have)
+    if tp == 1:
+        per_layer = sum(sum(module_shape(model, m)) for m in modules if m in have)
+    else:
+        per_layer = sum(sum(_shard_shape(model, m, tp)) for m in modules if m in have)
     return int(rank) * per_layer * model.n_layers * int(dtype_bytes)
 
 
-def kv_bytes_per_token(model: Model, dtype_bytes: int = 2) -> int:
-    """KV-cache bytes per token: 2 (K and V) * n_layers * n_kv_heads * head_dim * dtype_bytes."""
-    return 2 * model.n_layers * model.n_kv_heads * _head_dim(model) * int(dtype_bytes)
+#: Row-parallel linear layers (input split over a tensor-parallel group); the others are column-parallel.
+ROW_PARALLEL = ("o_proj", "down_proj")
 
 
-def weight_bytes(model: Model, dtype_bytes: int = 2) -> int:
-    """Base-model weight bytes: n_params * dtype_bytes."""
-    return int(model.n_params) * int(dtype_bytes)
+def _shard_shape(model: Model, module: str, tp: int) -> tuple[int, int]:
+    """(A's in, B's out) of one module's LoRA on one GPU of a tensor-parallel group of ``tp``."""
+    i, o = module_shape(model, module)
+    if module in ROW_PARALLEL:
+        return i // tp, o
+    if module in ("k_proj", "v_proj"):
+        return i, max(model.n_kv_heads // tp, 1) * _head_dim(model)
+    return i, o // tp
+
+
+def kv_bytes_per_token(model: Model, dtype_bytes: int = 2, tp: int = 1) -> int:
+    """KV-cache bytes per token: 2 (K and V) * n_layers * n_kv_heads * head_dim * dtype_bytes; on each GPU of a
+    tensor-parallel group of ``tp``, its max(n_kv_heads / tp, 1) heads (vLLM replicates a KV head over the
+    workers when tp > n_kv_heads)."""
+    heads = model.n_kv_heads if tp == 1 else max(model.n_kv_heads // tp, 1)
+    return 2 * model.n_layers * heads * _head_dim(model) * int(dtype_bytes)
+
+
+def weight_bytes(model: Model, dtype_bytes: int = 2, tp: int = 1) -> int:
+    """Base-model weight bytes: n_params * dtype_bytes; on each GPU of a tensor-parallel group of ``tp``, a
+    1/tp share of everything but the k/v projections, which keep max(n_kv_heads / tp, 1) heads each (norms,
+    a fraction of a per mille, counted as sharded too: docs/model.md 5.7)."""
+    if tp == 1:
+        return int(model.n_params) * int(dtype_bytes)
+    kv = 2 * model.n_layers * model.hidden_size * _head_dim(model)  # k and v projections, per KV head
+    per_gpu = (model.n_params - kv * model.n_kv_heads) / tp + kv * max(model.n_kv_heads // tp, 1)
+    return int(per_gpu) * int(dtype_bytes)
 
 
 def get_model(name: str) -> Model:
