@@ -38,7 +38,8 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
  IP_LORA_PAD,  # LoRA rank padding (LORA_PAD_*; Scenario.lora_rank_padding, docs/model.md 5.5)
  IP_QUIET,  # fleet: leave a replica behind while the router's view of it cannot change (fleet.py; 0: never)
  IP_MAX_STEPS,  # the step budget (sim.step_budget): a run past it stops with FLAG_BUDGET (a guard, never reached)
- IP_LEN) = range(36)
+ IP_LORA_FIRST,  # Policy.lora_first (SGLang): the adapter's slot is checked before the token and KV budget (0: after)
+ IP_LEN) = range(37)
 # ---- float parameters (fp)
 (FP_DURATION, FP_HORIZON, FP_WINDOW, FP_MAX_WAIT, FP_PCIE_BPS, FP_DISK_BPS, FP_LOAD_LAT,
  FP_DISK_LAT, FP_ADAPTER_CAP, FP_POOL, FP_BLOCK_BYTES, FP_WEIGHT_BYTES, FP_PARAMS, FP_FLOPS,
@@ -500,14 +501,50 @@ ADM_OK, ADM_STOP, ADM_WAIT, ADM_NOSLOT = 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _room_possible(ip, fp, A_i, S_i, res_list, a):
+    """Could room be made for absent adapter a now, without evicting anything (IP_LORA_FIRST)?  True when the
+    resident adapters ``_make_room`` could not evict (loading, pinned or in use) leave a slot and, in static
+    memory, the bytes for a: exactly when ``_make_room`` would succeed (in unified memory only the slots are
+    checked here; the bytes, which depend on the KV, are left to ``_make_room``)."""
+    held = 0
+    held_bytes = 0.0
+    for j in range(S_i[SI_NRES]):
+        b = res_list[j]
+        if A_i[AI_STATE, b] != AS_RESIDENT or A_i[AI_PINNED, b] != 0 or A_i[AI_REF, b] != 0:
+            held += 1
+            held_bytes += A_i[AI_MEMBYTES, b]
+    if ip[IP_SLOTS] > 0 and held >= ip[IP_SLOTS]:
+        return False
+    return ip[IP_UNIFIED] != 0 or held_bytes + A_i[AI_MEMBYTES, a] <= fp[FP_ADAPTER_CAP]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a, ev_t, ev_i,
                ts, running, t, r, tokens_used, threshold_ok, wi):
     """Try to start request r in this step.
 
     ADM_OK: admitted; ADM_STOP: KV or token budget full (FCFS stops);
     ADM_WAIT: its adapter is loading; ADM_NOSLOT: no room for its adapter now.
+    IP_LORA_FIRST (SGLang's get_new_batch_prefill): a spent budget (no token or no free KV block left) stops
+    first, then the adapter is checked (loading: wait; absent and no room possible: no slot, nothing evicted),
+    then this request's tokens and KV as below.
     """
     a = R_i[RI_ADAPTER, r]
+    if ip[IP_LORA_FIRST]:
+        if tokens_used >= ip[IP_MAX_TOKENS] or (not ip[IP_UNIFIED] and S_i[SI_KV_BLOCKS] >= ip[IP_KV_BLOCKS]):
+            return ADM_STOP
+        st = A_i[AI_STATE, a]
+        if st == AS_LOADING:
+            return ADM_WAIT
+        if st == AS_ABSENT:
+            if not threshold_ok:
+                return ADM_NOSLOT
+            if not ip[IP_UNIFIED] and ip[IP_FASTSKIP] and A_i[AI_MEMBYTES, a] >= S_f[SF_NOROOM]:
+                return ADM_NOSLOT
+            if not _room_possible(ip, fp, A_i, S_i, res_list, a):
+                if not ip[IP_UNIFIED] and A_i[AI_MEMBYTES, a] < S_f[SF_NOROOM]:
+                    S_f[SF_NOROOM] = A_i[AI_MEMBYTES, a]
+                return ADM_NOSLOT
     pf = R_i[RI_PROMPT, r] + R_i[RI_GEN, r]  # a preempted request recomputes its generated tokens too
     if ip[IP_CHUNKED]:
         # chunked prefill: ``tokens_used`` counts the running requests' tokens too; the prefill takes what

@@ -42,6 +42,9 @@ class Policy:
     max_resident: int = 0            # cap on resident adapters (0: memory / max_loras only)
     single_adapter: bool = False     # map all traffic onto adapter 0 (baseline)
     chunked_prefill: bool = False    # the server's default for Scenario.chunked_prefill "auto" (vLLM V1: on)
+    #: check a waiting request's adapter before the token and KV budget: one whose adapter cannot join the batch
+    #: is passed over even where the budget would have stopped admission (SGLang, docs/model.md 6.5)
+    lora_first: bool = False
     #: the default for Scenario.lora_rank_padding "auto" (docs/model.md 5.5): "none" for every strategy, so every
     #: result (and the calibrated vLLM fit, made at "none") stays as it was; vLLM's kernels behave as "max_rank"
     #: (stacked LoRA buffers at --max-lora-rank) and Punica's SGMV takes one rank per batch ("batch_max" when
@@ -90,6 +93,12 @@ STRATEGIES: dict[str, Policy] = {p.name: p for p in [
     Policy("hotset_64mb", "as hotset_32mb within 64 MiB", hot_set_mb=64.0),
     Policy("hotset_batch_t4", "hotset_32mb plus batch_t4 grouping (threshold 4) for the others",
            hot_set_mb=32.0, order=ORDER_GROUPED, threshold=4, evict=EVICT_LRU_IDLE_FIRST),
+    Policy("sglang", "SGLang: FCFS; a request whose adapter would take the batch (running and new requests) "
+           "past max_loras distinct adapters (--max-loras-per-batch) is passed over, checked before the token "
+           "and KV budget; a GPU pool of max_loras slots, the least recently used adapter outside the batch "
+           "evicted (--lora-eviction-policy lru), behind an LRU host cache (max_cpu_loras: --max-loaded-loras); "
+           "loads stall the step; no chunked prefill by default (each prompt prefilled whole)",
+           load_mode="sync", memory_mode="static", lora_first=True),
 ]}
 
 

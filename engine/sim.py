@@ -121,6 +121,7 @@ def _build(sc: Scenario, wl: Workload):
     ip[L.IP_UNIFIED] = int(unified)
     ip[L.IP_PREFETCH] = int(pol.prefetch and eff["load_mode"] == "async")
     ip[L.IP_CLUSTER] = pol.cluster
+    ip[L.IP_LORA_FIRST] = int(pol.lora_first)  # SGLang: the adapter is checked before the token and KV budget
     ip[L.IP_CLOSED] = int(wl.closed)
     ip[L.IP_CONC] = sc.concurrency
     ip[L.IP_FIXED] = int(sc.service_mode == "fixed")

@@ -149,7 +149,7 @@ MODEL_CONTEXT: dict[str, tuple[int, str]] = {
 }
 
 #: Strategies with a real-server equivalent -> the server that is the closest.
-CLOSEST = {"vllm": "vllm", "naive": "vllm", "preload_lru": "vllm", "slora": "sglang"}
+CLOSEST = {"vllm": "vllm", "naive": "vllm", "preload_lru": "vllm", "slora": "sglang", "sglang": "sglang"}
 
 _PIN = ("pinning has no vLLM/SGLang flag: vLLM cannot pin adapters; SGLang pins per adapter "
         "({\"pinned\": true} in a --lora-paths JSON entry or /load_lora_adapter), which names your adapters")
@@ -463,7 +463,10 @@ def vllm_command(sc: Scenario, decided: Iterable[str] = ()) -> Command:
                        "has no slot instead of blocking the queue.",
               "preload_lru": "Closest: vLLM's LRU slots; vLLM does not fill the GPU slots before the first "
                              "requests (--lora-modules only fills the host cache).",
-              "slora": "Approximate: SGLang is closer to S-LoRA; vLLM has fixed slots and sync loads."}[sc.strategy]]
+              "slora": "Approximate: SGLang is closer to S-LoRA; vLLM has fixed slots and sync loads.",
+              "sglang": "Close: vLLM also caps the distinct adapters per batch (--max-loras) with LRU slots and "
+                        "synchronous loads, but checks a request's tokens and KV before its adapter, and splits "
+                        "prompts (chunked prefill) where the simulated SGLang prefills them whole."}[sc.strategy]]
     budget = slots * slot / presets.GIB
     if budget > sc.vram_budget_gb + 1e-9:
         plan = sc.memory_plan()
@@ -543,13 +546,19 @@ def sglang_command(sc: Scenario, decided: Iterable[str] = ()) -> Command:
                                       "(SGLang's radix cache reuses shared prompt prefixes by default)")
 
     notes = []
-    if sc.strategy == "slora":
+    if sc.strategy == "sglang":
+        notes.append("Same rules as the simulation (strategy 'sglang', docs/model.md 6.5, read in SGLang 0.5.23): "
+                     "FCFS; a request whose adapter would take the batch (running and new requests) past "
+                     "--max-loras-per-batch distinct adapters is passed over, not blocking the queue; a GPU pool of "
+                     "--max-loras-per-batch slots, LRU eviction outside the batch; synchronous loads.")
+    elif sc.strategy == "slora":
         notes.append("Closest to S-LoRA: SGLang's multi-LoRA serving (S-LoRA/Punica-style batched kernels, LRU "
                      "GPU slots), but its LoRA memory is a separate pool of --max-loras-per-batch slots at "
                      "--max-lora-rank, allocated before the KV pool inside --mem-fraction-static "
                      "(lora/mem_pool.py), not S-LoRA's unified paging with the KV cache; there is no prefetch "
                      "for queued requests (--enable-lora-overlap-loading overlaps loads but needs "
-                     "--max-loaded-loras <= 2 x --max-loras-per-batch).")
+                     "--max-loaded-loras <= 2 x --max-loras-per-batch). Strategy 'sglang' simulates SGLang's own "
+                     "scheduling: compare it before using this command.")
         if sc.max_loras == 0:
             notes.append(f"{slots} slots take {slots * slot / presets.GIB:.2f} GiB from the KV pool for the "
                          "whole run: lower --max-loras-per-batch to the distinct adapters you expect per batch.")

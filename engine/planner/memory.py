@@ -33,6 +33,12 @@ def vllm_slot_budget_gb(sc: Scenario) -> float:
     return sc.max_loras * vllm_slot_bytes(vllm_max_lora_rank(sc), sc.model, tp=sc.tensor_parallel_size) / presets.GIB
 
 
+def sglang_slot_budget_gb(sc: Scenario) -> float:
+    """GiB SGLang preallocates for ``max_loras`` (--max-loras-per-batch) slots: its LoRA pool holds each target
+    module at --max-lora-rank (lora/mem_pool.py), i.e. the largest adapter's bytes per slot."""
+    return sc.max_loras * sc.max_adapter_bytes() / presets.GIB
+
+
 def request_kv_bytes(sc: Scenario) -> int:
     """KV bytes of one request of mean length (prompt + output tokens, whole blocks)."""
     blocks = -(-(sc.prompt_tokens + sc.output_tokens) // sc.kv_block_tokens)

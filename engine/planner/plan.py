@@ -31,7 +31,7 @@ from ..sweep import Progress, check_backend, parallel_map
 from . import band as band_mod
 from . import search
 from .deployment import Deployment
-from .memory import memory_split, vllm_slot_budget_gb
+from .memory import memory_split, sglang_slot_budget_gb, vllm_slot_budget_gb
 from .prices import cost_per_mtok_usd, price_table
 from .slo import SLO_METRICS, check_slo
 from .ties import (
@@ -120,10 +120,13 @@ def _check_grid(grid, objective: str) -> dict[str, list]:
 
 
 def _with_vllm_slots(sc: Scenario, grid: Mapping) -> Scenario:
-    """vLLM preallocates ``max_loras`` slots at ``max_lora_rank``: size the adapter budget like it, unless
-    the grid sets ``vram_budget_gb`` itself."""
-    if sc.strategy == "vllm" and sc.max_loras > 0 and "vram_budget_gb" not in grid and "max_loras" in grid:
-        return sc.replace(vram_budget_gb=vllm_slot_budget_gb(sc))
+    """vLLM preallocates ``max_loras`` slots at ``max_lora_rank``, SGLang ``max_loras`` (--max-loras-per-batch)
+    slots at its largest rank: size the adapter budget like them, unless the grid sets ``vram_budget_gb`` itself."""
+    if sc.max_loras > 0 and "vram_budget_gb" not in grid and "max_loras" in grid:
+        if sc.strategy == "vllm":
+            return sc.replace(vram_budget_gb=vllm_slot_budget_gb(sc))
+        if sc.strategy == "sglang":
+            return sc.replace(vram_budget_gb=sglang_slot_budget_gb(sc))
     return sc
 
 
