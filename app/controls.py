@@ -291,6 +291,16 @@ CONTROLS: list[Control] = [
             bounds=lambda ctx: (0.0, 0.95, 0.05) if ctx.get("length_dist") == "uniform" else (0.0, 3.0, 0.05),
             default=_base("length_spread"), fmt="%.2f",
             applies=lambda ctx: not ctx.get("trace") and ctx.get("length_dist") != "fixed"),
+    Control("prefix_tokens", "Shared system prompt (tokens)", "A system prompt of this many tokens, the same text "
+            "under every adapter, that the share of requests below start with (added to their prompt). vLLM and "
+            "SGLang cache prompt prefixes by default, keyed by adapter: each adapter computes it once and later "
+            "requests of that adapter reuse its full 16-token KV blocks, so more adapters mean fewer hits "
+            "(docs/model.md 3.7). 0 = no shared prefix.", "Traffic", "slider", int, bounds=_const(0, 4096, 16),
+            default=_base("prefix_tokens"), applies=lambda ctx: not ctx.get("trace")),
+    Control("prefix_share", "Requests with the system prompt", "Share of requests whose prompt starts with the "
+            "shared system prompt above (0 to 1).", "Traffic", "slider", float, bounds=_const(0.0, 1.0, 0.05),
+            default=_base("prefix_share"), fmt="%.2f",
+            applies=lambda ctx: not ctx.get("trace") and ctx.get("prefix_tokens", 0) > 0),
     Control("num_adapters", "Number of adapters", "Distinct LoRA adapters the traffic is spread over.",
             "Adapters", "slider", int, bounds=_const(1, MAX_ADAPTERS, 1), default=_base("num_adapters")),
     Control("adapter_rank", "Adapter rank", "LoRA rank r of every adapter; its size is r x (in + out) x 2 bytes "

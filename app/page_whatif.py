@@ -34,6 +34,9 @@ KPIS = [
      "Swap share of TTFT: the part of all time-to-first-token spent waiting for adapter loads (PCIe/disk)."),
     ("slo_attainment", "SLO met", "higher",
      "SLO attainment: share of requests whose TTFT is at or under the TTFT SLO set in the sidebar."),
+    ("prefix_cache_hit_rate", "Prefix hits", "higher",
+     "Prefix-cache hit rate: the share of prompt tokens served from the server's prefix cache (keyed by adapter; "
+     "0 without a shared system prompt or for a strategy without a prefix cache)."),
 ]
 
 
@@ -271,6 +274,16 @@ def best_marked(reps: Mapping[str, Sequence[Mapping]], key: str, higher: bool) -
     return marked if len(marked) < len(pool) else set()
 
 
+#: KPIs shown only when some strategy's run has what they measure (key -> the summary flag that says so).
+OPTIONAL_KPIS = {"prefix_cache_hit_rate": "prefix_cache_ran"}
+
+
+def shown_kpis(reps: Mapping[str, Sequence[Mapping]]) -> list[tuple[str, str, str, str]]:
+    """``KPIS`` without the optional ones no run needs (no prefix cache ran: no "Prefix hits" column)."""
+    return [k for k in KPIS if k[0] not in OPTIONAL_KPIS
+            or any(r.get(OPTIONAL_KPIS[k[0]]) for rs in reps.values() for r in rs)]
+
+
 def kpi_table(reps: Mapping[str, Sequence[Mapping]], baseline: str) -> pd.DataFrame:
     """The comparison table: one row per strategy (``reps`` order), one column per KPI (``KPIS``), cells in
     Markdown (``st.table``): the mean over the replications (``fmt_value``, the unit from ``verdicts.UNITS``),
@@ -279,10 +292,11 @@ def kpi_table(reps: Mapping[str, Sequence[Mapping]], baseline: str) -> pd.DataFr
     to zero).  The strategy cell says which row is the baseline, the strategy's role if it is not a policy, and
     how many requests of replication 1 never finished."""
     names = list(reps)
-    table = verdicts.ci_table(reps, [(key, key) for key, *_ in KPIS], "strategy").set_index("strategy")
+    kpis = shown_kpis(reps)
+    table = verdicts.ci_table(reps, [(key, key) for key, *_ in kpis], "strategy").set_index("strategy")
     stats = table.to_dict("index")  # strategy -> {column: value}: plain lookups below
     n = max((len(rs) for rs in reps.values()), default=0)
-    best = {key: best_marked(reps, key, better == "higher") for key, _, better, _ in KPIS}
+    best = {key: best_marked(reps, key, better == "higher") for key, _, better, _ in kpis}
     rows = []
     for s in names:
         role = STRATEGIES[s].role
@@ -295,7 +309,7 @@ def kpi_table(reps: Mapping[str, Sequence[Mapping]], baseline: str) -> pd.DataFr
         if first.get("not_completed"):
             lines.append(f":orange[{first['not_completed']:,} of {first['requests']:,} requests unfinished]")
         row = {STRATEGY_COLUMN: "  \n".join(lines)}
-        for key, label, better, _help in KPIS:
+        for key, label, better, _help in kpis:
             unit = verdicts.UNITS[key]
             v, half = float(stats[s][key]), float(stats[s][key + verdicts.CI_SUFFIX])
             text = fmt_value(v, unit)
@@ -309,7 +323,7 @@ def kpi_table(reps: Mapping[str, Sequence[Mapping]], baseline: str) -> pd.DataFr
                     text += "  \n" + delta
             row[label] = text
         rows.append(row)
-    return pd.DataFrame(rows, columns=[STRATEGY_COLUMN, *(label for _, label, *_ in KPIS)])
+    return pd.DataFrame(rows, columns=[STRATEGY_COLUMN, *(label for _, label, *_ in kpis)])
 
 
 def kpi_help(n_reps: int, baseline: str, strategies: Sequence[str] = ()) -> str:

@@ -26,6 +26,7 @@ UNITS: dict[str, str] = {
     "swap_rate": "share",
     "swap_share_of_ttft": "share",
     "slo_attainment": "share",
+    "prefix_cache_hit_rate": "share",
     "load_imbalance": "ratio",
     "adapter_duplication": "ratio",
 }

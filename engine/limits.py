@@ -41,6 +41,7 @@ FLOAT_RANGES: dict[str, tuple[float, bool, float, str]] = {
     "lora_ms_per_slot": (0.0, False, 1000.0, "ms"),
     "lora_us_per_token_slot": (0.0, False, 1000.0, "us"),
     "cost_scale": (0.1, False, 10.0, "a factor on every step's duration and the front-end latency"),
+    "prefix_share": (0.0, False, 1.0, "a share of the requests"),
 }
 #: Expected requests x mean request (prompt + output tokens) one open-loop run may ask for: bounds the
 #: steps a run takes (about one per output token of each request) whatever the rate and lengths.

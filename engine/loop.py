@@ -39,7 +39,8 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
  IP_QUIET,  # fleet: leave a replica behind while the router's view of it cannot change (fleet.py; 0: never)
  IP_MAX_STEPS,  # the step budget (sim.step_budget): a run past it stops with FLAG_BUDGET (a guard, never reached)
  IP_LORA_FIRST,  # Policy.lora_first (SGLang): the adapter's slot is checked before the token and KV budget (0: after)
- IP_LEN) = range(37)
+ IP_PCACHE,  # prefix caching keyed by adapter runs (engine/prefix.py, docs/model.md 3.7; 0: off, the loop as before)
+ IP_LEN) = range(38)
 # ---- float parameters (fp)
 (FP_DURATION, FP_HORIZON, FP_WINDOW, FP_MAX_WAIT, FP_PCIE_BPS, FP_DISK_BPS, FP_LOAD_LAT,
  FP_DISK_LAT, FP_ADAPTER_CAP, FP_POOL, FP_BLOCK_BYTES, FP_WEIGHT_BYTES, FP_PARAMS, FP_FLOPS,
@@ -67,12 +68,18 @@ FP_LEN = FP_AR_TOK + 1
  RI_REJECTED, RI_PF, RI_WQPOS, RI_ADMSEQ, RI_PREEMPTED,
  # chunked prefill: tokens of its current prefill (prompt, + generated when recomputed) done in earlier
  # steps; > 0 only while that prefill is unfinished (0 again once its first/next token is emitted)
- RI_PFDONE, RI_LEN) = range(17)
+ RI_PFDONE,
+ # prefix cache (IP_PCACHE): tokens of the shared prefix its prompt starts with (0: none); blocks it shares from its
+ # adapter's cached entry (not in RI_BLOCKS); tokens of its current prefill served from the cache; those of its
+ # first admission (the summary's cached prompt tokens)
+ RI_PFX, RI_SHARED, RI_CACHED, RI_PCHIT, RI_LEN) = range(21)
 # RF_C0: cumulative sync load stall when the request arrived; RF_QSTALL: the stall it spent queued
 RF_ARR, RF_ADMIT, RF_FIRST, RF_FINISH, RF_LOADWAIT, RF_C0, RF_QSTALL, RF_LEN = range(8)
 # ---- per-adapter ints / floats
 (AI_BYTES, AI_STATE, AI_PINNED, AI_REF, AI_WAIT, AI_HOST, AI_HOSTLAST, AI_LAST, AI_RESPOS,
- AI_CUR, AI_PTR, AI_END, AI_GMARK, AI_GHEAD, AI_GTAIL, AI_GCOUNT, AI_MEMBYTES, AI_EXTSTART, AI_LEN) = range(19)
+ AI_CUR, AI_PTR, AI_END, AI_GMARK, AI_GHEAD, AI_GTAIL, AI_GCOUNT, AI_MEMBYTES, AI_EXTSTART,
+ # prefix cache: blocks of the adapter's cached prefix entry (0: none), running requests sharing it, its last use
+ AI_PCBLOCKS, AI_PCUSERS, AI_PCLAST, AI_LEN) = range(22)
 AF_READY, AF_LOADSTART, AF_GOLDEST, AF_LEN = range(4)
 # ---- scalar state
 # Resumable loop (engine/fleet.py): SI_WQHEAD, SI_NEXTARR, SF_T hold the loop's position between calls;
@@ -86,7 +93,10 @@ AF_READY, AF_LOADSTART, AF_GOLDEST, AF_LEN = range(4)
  SI_WQHEAD, SI_NEXTARR, SI_NKNOWN, SI_PHASE, SI_FLEET,
  # prefill tokens processed, prefill pieces (a request's prefill in one step), most tokens (prefill + decode) in a step;
  # running requests whose prefill is unfinished (RI_PFDONE > 0; chunked prefill)
- SI_PFTOKENS, SI_PFCHUNKS, SI_PEAKTOK, SI_NPART, SI_LEN) = range(33)
+ SI_PFTOKENS, SI_PFCHUNKS, SI_PEAKTOK, SI_NPART,
+ # prefix cache: blocks held by cached entries (in SI_KV_BLOCKS), of those the idle ones (nobody running uses them:
+ # evictable), tokens served from the cache (every admission), hit admissions, entries evicted, entries made
+ SI_PCBLOCKS, SI_PCIDLE, SI_PCTOK, SI_PCHITS, SI_PCEVICTS, SI_PCMADE, SI_LEN) = range(39)
 (SF_PCIE_FREE, SF_DISK_FREE, SF_ADAPTER_BYTES, SF_BUSY, SF_END_T, SF_PEAK_ADAPTER, SF_PEAK_KV,
  SF_PEAK_TOTAL, SF_STALL, SF_FRAG_INT, SF_COMPACT_BYTES, SF_TOKENS_WIN, SF_LORA_BYTES,
  # PCIe link busy seconds in the window; cumulative sync load stall; the last stall [SF_STALLB, SF_STALLE)
@@ -111,7 +121,9 @@ TIER_GPU, TIER_CPU, TIER_DISK = 0, 1, 2
 FLAG_HORIZON, FLAG_DEADLOCK, FLAG_EXHAUSTED, FLAG_EVENTS_FULL, FLAG_BUDGET = 1, 2, 4, 8, 16
 # ---- time series columns
 (TS_QUEUE, TS_BATCH, TS_RESIDENT, TS_LOADS, TS_KV_FRAC, TS_BUSY, TS_IN_SYSTEM, TS_ADAPTER_BYTES,
- TS_KV_BYTES, TS_FRAG, TS_PCIE, TS_LEN) = range(12)
+ TS_KV_BYTES, TS_FRAG, TS_PCIE,
+ TS_PCBLOCKS,  # KV blocks held by cached prefix entries (in use or idle)
+ TS_LEN) = range(13)
 # ---- events
 EV_LOAD, EV_EVICT, EV_COMPACT, EV_REJECT = 0, 1, 2, 3
 
@@ -531,7 +543,8 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
     """
     a = R_i[RI_ADAPTER, r]
     if ip[IP_LORA_FIRST]:
-        if tokens_used >= ip[IP_MAX_TOKENS] or (not ip[IP_UNIFIED] and S_i[SI_KV_BLOCKS] >= ip[IP_KV_BLOCKS]):
+        if tokens_used >= ip[IP_MAX_TOKENS] or (not ip[IP_UNIFIED]
+                                                and S_i[SI_KV_BLOCKS] - S_i[SI_PCIDLE] >= ip[IP_KV_BLOCKS]):
             return ADM_STOP
         st = A_i[AI_STATE, a]
         if st == AS_LOADING:
@@ -545,7 +558,11 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
                 if not ip[IP_UNIFIED] and A_i[AI_MEMBYTES, a] < S_f[SF_NOROOM]:
                     S_f[SF_NOROOM] = A_i[AI_MEMBYTES, a]
                 return ADM_NOSLOT
-    pf = R_i[RI_PROMPT, r] + R_i[RI_GEN, r]  # a preempted request recomputes its generated tokens too
+    hit = 0  # blocks shared from its adapter's cached prefix entry: their tokens are not computed
+    if ip[IP_PCACHE]:
+        hit = _pc_hit(ip, R_i, A_i, r)
+    # a preempted request recomputes its generated tokens too
+    pf = R_i[RI_PROMPT, r] + R_i[RI_GEN, r] - hit * ip[IP_BLOCK_TOK]
     if ip[IP_CHUNKED]:
         # chunked prefill: ``tokens_used`` counts the running requests' tokens too; the prefill takes what
         # is left of the budget and continues in later steps (docs/model.md 6.4)
@@ -561,6 +578,7 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
     if ip[IP_ONDEMAND]:
         # on demand (vLLM): blocks for the tokens so far and the one this step emits
         blocks = _kv_need(R_i, r, ip[IP_BLOCK_TOK])
+    blocks -= hit
     # KV
     if ip[IP_UNIFIED]:
         need = (S_i[SI_KV_BLOCKS] + blocks) * fp[FP_BLOCK_BYTES]
@@ -574,8 +592,10 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
                 return ADM_STOP
             _evict(ip, fp, A_i, S_i, S_f, res_list, fl, ev_t, ev_i, t, v)
     elif S_i[SI_KV_BLOCKS] + blocks > ip[IP_KV_BLOCKS]:
-        _reject(ip, fp, R_i, S_i, ev_t, ev_i, t, r)
-        return ADM_STOP
+        # (prefix cache: idle entries are evicted first, never the one this request shares)
+        if not (ip[IP_PCACHE] and _pc_reclaim(ip, A_i, S_i, blocks, a if hit > 0 else np.int64(-1))):
+            _reject(ip, fp, R_i, S_i, ev_t, ev_i, t, r)
+            return ADM_STOP
     st = A_i[AI_STATE, a]
     if st == AS_LOADING:
         return ADM_WAIT
@@ -611,6 +631,18 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
         R_f[RF_LOADWAIT, r] += S_f[SF_QSTALL] - R_f[RF_C0, r]
     R_i[RI_PF, r] = pf
     R_i[RI_BLOCKS, r] = blocks
+    if ip[IP_PCACHE]:
+        R_i[RI_CACHED, r] = hit * ip[IP_BLOCK_TOK]
+        if R_i[RI_PREEMPTED, r] == 0:
+            R_i[RI_PCHIT, r] = hit * ip[IP_BLOCK_TOK]
+        if hit > 0:
+            if A_i[AI_PCUSERS, a] == 0:
+                S_i[SI_PCIDLE] -= A_i[AI_PCBLOCKS, a]
+            A_i[AI_PCUSERS, a] += 1
+            A_i[AI_PCLAST, a] = S_i[SI_TICK]
+            R_i[RI_SHARED, r] = hit
+            S_i[SI_PCTOK] += hit * ip[IP_BLOCK_TOK]
+            S_i[SI_PCHITS] += 1
     if ip[IP_ASYNC] and R_i[RI_PREEMPTED, r] == 0:  # (a readmitted request's TTFT parts are settled)
         ready = A_f[AF_READY, a]
         if ready > R_f[RF_ARR, r]:
@@ -673,8 +705,88 @@ def _arrive(R_i, R_f, A_i, S_i, wq, r, t):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _kv_need(R_i, r, bt):
-    """On-demand KV blocks of request r: its tokens so far and the one the next step emits."""
-    return (R_i[RI_PROMPT, r] + R_i[RI_GEN, r] + bt) // bt
+    """On-demand KV blocks of request r: its tokens so far and the one the next step emits (but the blocks it shares
+    from its adapter's cached prefix entry, RI_SHARED: 0 without prefix caching)."""
+    return (R_i[RI_PROMPT, r] + R_i[RI_GEN, r] + bt) // bt - R_i[RI_SHARED, r]
+
+
+# ---- prefix cache keyed by adapter (IP_PCACHE; docs/model.md 3.7).  Adapter a's entry holds AI_PCBLOCKS[a] full KV
+# blocks of the shared prefix (0: none), counted in SI_KV_BLOCKS; AI_PCUSERS[a] running requests share it (pinned
+# while > 0); idle entries (SI_PCIDLE blocks) are evicted least recently used (AI_PCLAST) when KV blocks are needed.
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _pc_hit(ip, R_i, A_i, r):
+    """The blocks request r would share from its adapter's cached entry if admitted now (0: a miss, or a prefix
+    shorter than one block: servers cache full blocks only)."""
+    b = R_i[RI_PFX, r] // ip[IP_BLOCK_TOK]
+    e = A_i[AI_PCBLOCKS, R_i[RI_ADAPTER, r]]
+    return b if b <= e else e
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _pc_evict_one(A_i, S_i, n_a, keep):
+    """Evict the least recently used idle entry (never adapter ``keep``'s; ties: the lowest adapter); False if none."""
+    v = -1
+    for a in range(n_a):
+        if A_i[AI_PCBLOCKS, a] > 0 and A_i[AI_PCUSERS, a] == 0 and a != keep and (
+                v < 0 or A_i[AI_PCLAST, a] < A_i[AI_PCLAST, v]):
+            v = a
+    if v < 0:
+        return False
+    b = A_i[AI_PCBLOCKS, v]
+    A_i[AI_PCBLOCKS, v] = 0
+    S_i[SI_PCBLOCKS] -= b
+    S_i[SI_PCIDLE] -= b
+    S_i[SI_KV_BLOCKS] -= b
+    S_i[SI_PCEVICTS] += 1
+    return True
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _pc_reclaim(ip, A_i, S_i, blocks, keep):
+    """Static KV: make room for ``blocks`` more blocks by evicting idle entries (LRU, never ``keep``'s).  False,
+    evicting nothing, when even every idle entry would not make enough room (the request is refused)."""
+    idle = S_i[SI_PCIDLE]
+    if keep >= 0 and A_i[AI_PCUSERS, keep] == 0:
+        idle -= A_i[AI_PCBLOCKS, keep]
+    if S_i[SI_KV_BLOCKS] - idle + blocks > ip[IP_KV_BLOCKS]:
+        return False
+    while S_i[SI_KV_BLOCKS] + blocks > ip[IP_KV_BLOCKS]:
+        _pc_evict_one(A_i, S_i, ip[IP_A], keep)
+    return True
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _pc_release(R_i, A_i, S_i, r):
+    """Request r leaves the batch (finished or preempted): it no longer shares its adapter's entry."""
+    b = R_i[RI_SHARED, r]
+    if b > 0:
+        a = R_i[RI_ADAPTER, r]
+        A_i[AI_PCUSERS, a] -= 1
+        if A_i[AI_PCUSERS, a] == 0:
+            S_i[SI_PCIDLE] += A_i[AI_PCBLOCKS, a]
+        A_i[AI_PCLAST, a] = S_i[SI_TICK]
+        R_i[RI_SHARED, r] = 0
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _pc_insert(ip, R_i, A_i, S_i, r):
+    """Request r's prefill completed: if it computed its prefix itself and its adapter has no entry, the full
+    blocks of its prefix become the adapter's entry (moved from its own blocks, shared by it from now on)."""
+    if R_i[RI_SHARED, r] > 0:
+        return
+    b = R_i[RI_PFX, r] // ip[IP_BLOCK_TOK]
+    a = R_i[RI_ADAPTER, r]
+    if b == 0 or A_i[AI_PCBLOCKS, a] > 0:
+        return
+    R_i[RI_BLOCKS, r] -= b
+    R_i[RI_SHARED, r] = b
+    A_i[AI_PCBLOCKS, a] = b
+    A_i[AI_PCUSERS, a] = 1
+    A_i[AI_PCLAST, a] = S_i[SI_TICK]
+    S_i[SI_PCBLOCKS] += b
+    S_i[SI_PCMADE] += 1
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -722,6 +834,9 @@ def _grow_kv(ip, fp, R_i, R_f, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, 
                 continue
         elif S_i[SI_KV_BLOCKS] + need_total <= ip[IP_KV_BLOCKS]:
             break
+        elif ip[IP_PCACHE] and S_i[SI_PCIDLE] > 0:  # idle cached prefixes go before any running request
+            _pc_evict_one(A_i, S_i, ip[IP_A], np.int64(-1))
+            continue
         j = 0
         for k in range(1, S_i[SI_NRUN]):
             if R_i[RI_ADMSEQ, running[k]] > R_i[RI_ADMSEQ, running[j]]:
@@ -731,6 +846,8 @@ def _grow_kv(ip, fp, R_i, R_f, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, 
         if extra > 0:
             need_total -= extra
         a = _leave_batch(R_i, A_i, S_i, S_f, running, j)
+        if ip[IP_PCACHE]:
+            _pc_release(R_i, A_i, S_i, v)
         R_i[RI_BLOCKS, v] = 0
         R_i[RI_STATUS, v] = ST_WAITING
         R_i[RI_PREEMPTED, v] += 1
@@ -766,7 +883,7 @@ def _schedule_running(ip, R_i, S_i, running):
         rr = running[k]
         done = R_i[RI_PFDONE, rr]
         if done > 0:
-            c = R_i[RI_PROMPT, rr] + R_i[RI_GEN, rr] - done
+            c = R_i[RI_PROMPT, rr] + R_i[RI_GEN, rr] - R_i[RI_CACHED, rr] - done
             room = ip[IP_MAX_TOKENS] - tokens
             if c > room:
                 c = room if room > 1 else 1
@@ -839,6 +956,7 @@ def _fill_row(ip, fp, R_i, S_i, S_f, wq, wq_head, fl, row, waiting, n_run):
     row[TS_KV_BYTES] = kv_bytes
     row[TS_ADAPTER_BYTES] = S_f[SF_ADAPTER_BYTES]
     row[TS_FRAG] = frag
+    row[TS_PCBLOCKS] = S_i[SI_PCBLOCKS]
     if ip[IP_ASYNC]:
         row[TS_LOADS] = S_i[SI_NLOADING]
     return frag
@@ -875,7 +993,7 @@ def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, ro
             return t, wq_head
         lim = R_i[RI_OUTPUT, rr] - g - 1  # the step that emits its last token is the scheduler's
         if ondemand:  # _kv_need = (prompt + gen + bt) // bt <= blocks while gen < blocks * bt - prompt
-            kv = R_i[RI_BLOCKS, rr] * bt - R_i[RI_PROMPT, rr] - g
+            kv = (R_i[RI_BLOCKS, rr] + R_i[RI_SHARED, rr]) * bt - R_i[RI_PROMPT, rr] - g
             if kv < lim:
                 lim = kv
         if lim < j_max:
@@ -979,6 +1097,10 @@ def _idle(ip, fp, R_i, R_f, S_i, S_f, wq, heap_t, fl, ts, row, t, wq_head, next_
     row[TS_LOADS] = S_i[SI_NLOADING]
     row[TS_ADAPTER_BYTES] = S_f[SF_ADAPTER_BYTES]
     row[TS_FRAG] = frag
+    if S_i[SI_PCBLOCKS] > 0:  # cached prefixes hold KV while nothing runs (static KV: IP_PCACHE refuses unified)
+        row[TS_PCBLOCKS] = S_i[SI_PCBLOCKS]
+        row[TS_KV_BYTES] = S_i[SI_KV_BLOCKS] * fp[FP_BLOCK_BYTES]
+        row[TS_KV_FRAC] = S_i[SI_KV_BLOCKS] / ip[IP_KV_BLOCKS]
     accum_row(ts, fp[FP_BUCKET], ip[IP_NBUCKETS], t, t_next, row)
     _window_add(S_f, SF_FRAG_INT, t, t_next, fp[FP_WARMUP], fp[FP_DURATION], frag)
     S_i[SI_LASTDONE] = 0
@@ -1005,6 +1127,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
     W = fp[FP_WINDOW]
     row = wf[:TS_LEN]  # one time-series row, reused every step
     chunked = ip[IP_CHUNKED] != 0
+    pc = ip[IP_PCACHE] != 0
     lora_pad = ip[IP_LORA_PAD]
     kernel_cost = fp[FP_KERNEL] != 0.0 and ip[IP_FIXED] == 0
     k_params = fp[FP_KPARAMS:FP_DENSE_N]  # views of fp for the kernel cost model
@@ -1295,13 +1418,14 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             g = R_i[RI_GEN, rr]
             if R_i[RI_PF, rr] > 0:
                 p = float(R_i[RI_PF, rr])
-                kd = float(R_i[RI_PFDONE, rr])  # chunked: its tokens prefilled in earlier steps
+                # chunked: its tokens prefilled in earlier steps; and those served from the prefix cache
+                kd = float(R_i[RI_PFDONE, rr] + R_i[RI_CACHED, rr])
                 p_tokens += p
                 attn_prefill += p * p + 2.0 * p * kd  # causal pairs: the chunk's own and with the kd before it
                 lora_flops += p * ab
                 pf_int += R_i[RI_PF, rr]
                 n_pf += 1
-                if R_i[RI_PFDONE, rr] + R_i[RI_PF, rr] < R_i[RI_PROMPT, rr] + g:
+                if R_i[RI_PFDONE, rr] + R_i[RI_PF, rr] < R_i[RI_PROMPT, rr] + g - R_i[RI_CACHED, rr]:
                     n_part += 1  # not its last chunk: it emits nothing in this step
                 else:
                     n_sample += 1  # its prefill ends in this step and emits its first token
@@ -1339,10 +1463,11 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
         pieces = chunked and (n_part > 0 or S_i[SI_NPART] > 0)  # a prefill ends unfinished or an unfinished one ends
         while k < S_i[SI_NRUN]:
             rr = running[k]
+            pf_end = pc and R_i[RI_PF, rr] > 0  # (prefix cache: its prefill ends here unless it is a chunk)
             if pieces and R_i[RI_PF, rr] > 0:
                 d = R_i[RI_PFDONE, rr] + R_i[RI_PF, rr]
                 R_i[RI_PF, rr] = 0
-                if d < R_i[RI_PROMPT, rr] + R_i[RI_GEN, rr]:
+                if d < R_i[RI_PROMPT, rr] + R_i[RI_GEN, rr] - R_i[RI_CACHED, rr]:
                     if R_i[RI_PFDONE, rr] == 0:
                         S_i[SI_NPART] += 1
                     R_i[RI_PFDONE, rr] = d  # its prefill continues in the next step
@@ -1354,6 +1479,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             g = R_i[RI_GEN, rr] + 1
             R_i[RI_GEN, rr] = g
             R_i[RI_PF, rr] = 0
+            if pf_end:
+                _pc_insert(ip, R_i, A_i, S_i, rr)
             if g == 1:
                 R_f[RF_FIRST, rr] = t_end
             if g >= R_i[RI_OUTPUT, rr]:
@@ -1362,6 +1489,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 if ip[IP_CONTIG]:
                     S_i[SI_NFREE] = ext_free(fl, S_i[SI_NFREE], R_i[RI_KVSTART, rr], R_i[RI_BLOCKS, rr])
                 a = _leave_batch(R_i, A_i, S_i, S_f, running, k)
+                if pc:
+                    _pc_release(R_i, A_i, S_i, rr)
                 S_i[SI_TICK] += 1
                 A_i[AI_LAST, a] = S_i[SI_TICK]
                 if closed and t_end < fp[FP_DURATION]:

@@ -83,6 +83,10 @@ def summarize(sc, req, counters: dict) -> dict:
         "slo_attainment": float((ttft <= sc.slo_ttft_ms).sum() / n_req) if n_req else math.nan,
     }
     s.update(counters)
+    if "cached_tokens" in (req if isinstance(req, dict) else req.columns):  # prefix cache (docs/model.md 3.7)
+        cached, prompt = int(col("cached_tokens")[done].sum()), int(col("prompt_tokens")[done].sum())
+        s["prefix_cache_hit_rate"] = cached / prompt if prompt else math.nan
+        s["prefix_cached_tokens"], s["prefix_computed_tokens"] = cached, prompt - cached
     return s
 
 
@@ -125,7 +129,8 @@ def mean_ci(x: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
 #: counter is a per-GPU constant (capacities, modes: the same on every replica) and keeps replica 0's.
 FLEET_SUM = ("loads_total", "disk_loads_total", "evictions_total", "steps", "busy_s_in_window", "tokens_in_window",
              "swap_events", "compact_events", "preemptions", "dropped_total", "compacted_bytes", "rejections",
-             "prefill_tokens_total", "prefill_chunks_total")
+             "prefill_tokens_total", "prefill_chunks_total", "prefix_cached_tokens_total", "prefix_cache_hits_total",
+             "prefix_cache_evictions")
 FLEET_ANY = ("stopped_at_horizon", "deadlock", "events_truncated")
 FLEET_MAX = ("end_s", "peak_adapter_bytes", "peak_kv_bytes", "peak_gpu_dynamic_bytes", "peak_step_tokens")
 FLEET_MEAN = ("pcie_busy_frac", "avg_frag")

@@ -50,6 +50,9 @@ class Policy:
     #: (stacked LoRA buffers at --max-lora-rank) and Punica's SGMV takes one rank per batch ("batch_max" when
     #: ranks mix), S-LoRA's MBGMV and LoRAX run each adapter at its own rank ("none")
     lora_rank_padding: str = "none"
+    #: the default for Scenario.prefix_caching "auto" (docs/model.md 3.7): the server caches prompt prefixes keyed
+    #: by adapter (vLLM V1's prefix caching, SGLang's radix cache: both on by default)
+    prefix_caching: bool = False
     #: "policy" (a contender), "bound" (an offline optimum: reported, never a winner) or "baseline"
     #: (a reference point, e.g. a single adapter: reported, never a winner).  Read by engine.rank's callers.
     role: str = "policy"
@@ -69,7 +72,8 @@ STRATEGIES: dict[str, Policy] = {p.name: p for p in [
     Policy("vllm", "vLLM: FCFS, at most max_loras adapters in the batch, a request whose adapter "
            "cannot get a slot is skipped without blocking others; LRU GPU slots behind an LRU host "
            "cache; loads stall the step; chunked prefill (V1: decodes first, prompts split to fill the "
-           "token budget)", load_mode="sync", chunked_prefill=True),
+           "token budget); prompt prefixes cached per adapter (V1 prefix caching)", load_mode="sync",
+           chunked_prefill=True, prefix_caching=True),
     Policy("oracle", "Belady's offline-optimal eviction (evict the adapter needed furthest in the "
            "future) on the FCFS order, budget prefilled with the most popular adapters: a lower "
            "bound on loads", evict=EVICT_BELADY, preload_all=True, strict_fcfs=True, role="bound"),
@@ -97,8 +101,9 @@ STRATEGIES: dict[str, Policy] = {p.name: p for p in [
            "past max_loras distinct adapters (--max-loras-per-batch) is passed over, checked before the token "
            "and KV budget; a GPU pool of max_loras slots, the least recently used adapter outside the batch "
            "evicted (--lora-eviction-policy lru), behind an LRU host cache (max_cpu_loras: --max-loaded-loras); "
-           "loads stall the step; no chunked prefill by default (each prompt prefilled whole)",
-           load_mode="sync", memory_mode="static", lora_first=True),
+           "loads stall the step; no chunked prefill by default (each prompt prefilled whole); prompt prefixes "
+           "cached per adapter (radix cache)", load_mode="sync", memory_mode="static", lora_first=True,
+           prefix_caching=True),
 ]}
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import presets
+from . import prefix, presets
 from .kernels import op_shapes
 from .limits import FLOAT_RANGES, MAX_DRAIN_RATIO, MAX_QUOTE, MAX_RUN_TOKENS, clip, loads_json, short_repr
 from .policies import EVICT_BELADY, STRATEGIES, hot_set_pins
@@ -37,6 +37,7 @@ ENUMS: dict[str, tuple[str, ...]] = {
     "router": tuple(ROUTERS),
     "chunked_prefill": ("auto", "on", "off"),
     "lora_rank_padding": ("auto", "none", "batch_max", "max_rank"),
+    "prefix_caching": ("auto", "on", "off"),
     "server": presets.SERVERS,
 }
 
@@ -147,6 +148,9 @@ class Scenario:
     router: str = "round_robin"           # which replica an arriving request goes to (engine.routers.ROUTERS)
     affinity_load_slack: int = 2          # lora_affinity: extra outstanding requests over the least loaded that an adapter-holding replica may have and still win
     tensor_parallel_size: int = 1         # GPUs per replica, one tensor-parallel group (docs/model.md 5.7); memory fields are per GPU
+    prefix_tokens: int = 0                # a shared system prompt: its tokens, prepended to a prefix_share of the prompts (docs/model.md 3.7)
+    prefix_share: float = 0.0             # the share of requests that start with it (0 = no prefix)
+    prefix_caching: str = "auto"          # cache prompt prefixes keyed by adapter; "auto": the strategy's (vllm, sglang: on)
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -316,7 +320,7 @@ class Scenario:
         if self.trace:
             _, pt, ot = self.trace_requests()
             return int((pt + ot).max()) if len(pt) else 1
-        return self.length_bounds(self.prompt_tokens)[1] + self.length_bounds(self.output_tokens)[1]
+        return self.length_bounds(self.prompt_tokens)[1] + self.length_bounds(self.output_tokens)[1] + prefix.prefix_len(self)
 
     def max_fitting_request_tokens(self) -> int:
         """Longest request (prompt + output tokens) whose KV cache fits in memory next to the adapter budget
@@ -372,7 +376,7 @@ class Scenario:
         ints = {"max_batch_size": (1, 4096), "max_batched_tokens": (1, 1 << 20), "max_loras": (0, 4096),
                 "max_cpu_loras": (0, 1 << 20), "hot_set_k": (-1, 1 << 20), "num_adapters": (1, 100_000),
                 "adapter_rank": (1, 1024), "concurrency": (1, 10_000), "prompt_tokens": (1, 1 << 17),
-                "max_in_system": (0, 10_000_000),
+                "max_in_system": (0, 10_000_000), "prefix_tokens": (0, 1 << 17),
                 "output_tokens": (1, 1 << 17), "kv_block_tokens": (1, 1024), "seed": (0, 2**63 - 1)}
         for name, (lo, hi) in ints.items():
             v = getattr(self, name)
@@ -411,7 +415,7 @@ class Scenario:
         if self.trace and self.trace not in TRACES:
             bad("trace", "'' (the drawn workload) or a shipped trace: " + ", ".join(TRACES))
         _check_time_scale(self.trace_time_scale)
-
+        prefix.check(self)  # (the shared prefix: before the memory checks, so that a prefix too long is named)
         if self.length_dist == "uniform" and self.length_spread >= 1:
             bad("length_spread", "a number in [0, 1) for uniform lengths")
         if self.warmup_s >= self.duration_s:
@@ -441,11 +445,11 @@ class Scenario:
             raise ValueError(
                 f"arrival_rate_rps: {self.arrival_rate_rps} req/s x duration_s {self.duration_s} s "
                 f"= {self.expected_requests():.0f} requests; allowed: at most {MAX_REQUESTS}")
-        mean_tokens = self.prompt_tokens + self.output_tokens
+        mean_tokens = self.prompt_tokens + self.output_tokens + self.prefix_share * prefix.prefix_len(self)
         if self.arrival_process != "closed" and not self.trace and self.expected_requests() * mean_tokens > MAX_RUN_TOKENS:
             raise ValueError(
-                f"arrival_rate_rps: {self.expected_requests():.0f} requests of {mean_tokens} tokens on average "
-                f"(prompt + output) is more work than one run may ask for; allowed: at most "
+                f"arrival_rate_rps: {self.expected_requests():.0f} requests of {mean_tokens:.0f} tokens on average "
+                f"(prompt + output + shared prefix) is more work than one run may ask for; allowed: at most "
                 f"{MAX_RUN_TOKENS:,.0f} tokens per run (fewer requests or shorter ones)")
 
         tp = self.tensor_parallel_size

@@ -26,6 +26,7 @@ from .metrics import (
     summarize,
 )
 from .policies import STRATEGIES, hot_set_pins
+from .prefix import caching_on, caching_runs, check_upload
 from .scenario import MAX_REQUESTS, Scenario
 from .workload import Workload, generate, popularity, replay_trace
 
@@ -140,6 +141,7 @@ def _build(sc: Scenario, wl: Workload):
     ip[L.IP_LORA_PAD] = LORA_PAD_CODES[sc.lora_rank_padding_mode()]
     ip[L.IP_CONTIG] = int(contiguous)
     ip[L.IP_ARENA] = arena
+    ip[L.IP_PCACHE] = int(caching_runs(sc) and wl.prefix is not None)  # docs/model.md 3.7 (0: the loop as before)
     ip[L.IP_MEAN_BLOCKS] = max(1, int(round(float(np.mean(
         -(-(wl.prompt_tokens + wl.output_tokens) // sc.kv_block_tokens))))) if n else 1)
 
@@ -188,6 +190,7 @@ def _build(sc: Scenario, wl: Workload):
     R_i[L.RI_PROMPT] = wl.prompt_tokens
     R_i[L.RI_OUTPUT] = wl.output_tokens
     R_i[L.RI_BLOCKS] = -(-(wl.prompt_tokens + wl.output_tokens) // sc.kv_block_tokens)
+    R_i[L.RI_PFX] = 0 if wl.prefix is None else wl.prefix
     R_f = np.full((L.RF_LEN, n), np.nan)
     R_f[L.RF_ARR] = wl.arrival_s
     R_f[L.RF_LOADWAIT] = 0.0
@@ -334,12 +337,14 @@ def _simulate_arrays(scenario: Scenario, trace: Workload | None):
     if trace is not None and sc.trace:
         raise ValueError(f"trace: the scenario replays the shipped trace {sc.trace!r} and an uploaded trace was "
                          "given too; allowed: one of them (set the scenario's trace to '' to replay the upload)")
+    check_upload(sc, trace)
     if trace is not None:
         wl = trace
         if wl.adapter.max(initial=0) >= sc.num_adapters:
             raise ValueError(f"trace: adapter_id {int(wl.adapter.max())} >= num_adapters ({sc.num_adapters})")
         keep = wl.arrival_s < sc.duration_s
-        wl = Workload(wl.arrival_s[keep], wl.adapter[keep], wl.prompt_tokens[keep], wl.output_tokens[keep])
+        wl = Workload(wl.arrival_s[keep], wl.adapter[keep], wl.prompt_tokens[keep], wl.output_tokens[keep],
+                      prefix=None if wl.prefix is None else wl.prefix[keep])
     elif sc.trace:  # a shipped trace: open loop, whatever arrival_process says
         wl = replay_trace(sc)
     elif sc.arrival_process == "closed":  # one GPU only (validate refuses a closed-loop fleet)
@@ -407,6 +412,7 @@ def _request_cols(sc: Scenario, R_i, R_f) -> dict:
         "loaded": R_i[L.RI_LOADED][issued].astype(bool),
         "tier": pd.Categorical.from_codes(R_i[L.RI_TIER][issued], dtype=_TIER_DTYPE),
         "completed": status == L.ST_DONE,
+        "cached_tokens": R_i[L.RI_PCHIT][issued],  # its prompt tokens served from the prefix cache (docs/model.md 3.7)
     }
     return cols
 
@@ -427,6 +433,7 @@ def _ts_frame(ts_raw, nb: int, bucket: float) -> pd.DataFrame:
         "kv_bytes_used": tsa[:, L.TS_KV_BYTES],
         "kv_frag": tsa[:, L.TS_FRAG],
         "pcie_busy_frac": tsa[:, L.TS_PCIE],
+        "prefix_cached_blocks": tsa[:, L.TS_PCBLOCKS],
     })
 
 
@@ -492,6 +499,10 @@ def _counters(sc: Scenario, arr) -> dict:
         "pool_bytes": float(arr["fp"][L.FP_POOL]),
         "memory_mode": effective(sc)["memory_mode"],
         "load_mode": effective(sc)["load_mode"],
+        "prefix_caching_on": caching_on(sc),  # ("auto" resolved by the strategy; docs/model.md 3.7)
+        "prefix_cache_ran": caching_runs(sc),  # on, and the workload has a shared prefix (else nothing to cache)
+        "prefix_cached_tokens_total": int(S_i[L.SI_PCTOK]),  # served from the cache, every admission (+ prefill_tokens_total = prompt + recomputed)
+        "prefix_cache_hits_total": int(S_i[L.SI_PCHITS]), "prefix_cache_evictions": int(S_i[L.SI_PCEVICTS]),
     }
     return counters
 

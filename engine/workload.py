@@ -15,11 +15,13 @@ import pandas as pd
 
 from .limits import clip, short_repr
 from .popularity import popularity
+from .prefix import draw_prefix, has_prefix
 from .presets.scenarios import TRACES
 from .scenario import TRACE_FILE_COLUMNS, Scenario, _check_time_scale, shipped_trace_file
 
-# Order of the spawned child streams: one per activity.
-STREAM_ARRIVALS, STREAM_ADAPTERS, STREAM_PROMPT, STREAM_OUTPUT = range(4)
+# Order of the spawned child streams: one per activity (a SeedSequence's first four children do not depend on how
+# many it spawns: adding STREAM_PREFIX left the other draws as they were).
+STREAM_ARRIVALS, STREAM_ADAPTERS, STREAM_PROMPT, STREAM_OUTPUT, STREAM_PREFIX = range(5)
 
 
 @dataclass
@@ -31,6 +33,9 @@ class Workload:
     prompt_tokens: np.ndarray  # int64
     output_tokens: np.ndarray  # int64
     closed: bool = False
+    #: int64 tokens of the shared prefix each prompt starts with (included in prompt_tokens; docs/model.md 3.7);
+    #: None: no prefix
+    prefix: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.adapter)
@@ -38,7 +43,7 @@ class Workload:
 
 def streams(seed: int) -> list[np.random.Generator]:
     ss = np.random.SeedSequence(seed)
-    return [np.random.Generator(np.random.PCG64(s)) for s in ss.spawn(4)]
+    return [np.random.Generator(np.random.PCG64(s)) for s in ss.spawn(5)]
 
 
 def draw_adapters(sc: Scenario, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -107,12 +112,15 @@ def generate(sc: Scenario, n_closed: int = 0) -> Workload:
     else:
         arr = draw_arrivals(sc, rs[STREAM_ARRIVALS])
         n = len(arr)
+    pfx = draw_prefix(sc, rs[STREAM_PREFIX], n) if has_prefix(sc) else None
+    prompt = draw_lengths(sc, sc.prompt_tokens, rs[STREAM_PROMPT], n)
     return Workload(
         arrival_s=arr,
         adapter=draw_adapters(sc, rs[STREAM_ADAPTERS], n),
-        prompt_tokens=draw_lengths(sc, sc.prompt_tokens, rs[STREAM_PROMPT], n),
+        prompt_tokens=prompt if pfx is None else prompt + pfx,
         output_tokens=draw_lengths(sc, sc.output_tokens, rs[STREAM_OUTPUT], n),
         closed=sc.arrival_process == "closed",
+        prefix=pfx,
     )
 
 

@@ -28,6 +28,7 @@ from engine.cli.plan import command_doc
 from engine.planner import commands
 from engine.planner.commands import assumption_lines, server_commands, sglang_command, vllm_command
 from engine.policies import STRATEGIES
+from engine.prefix import caching_on
 from tests.test_planner_commands import _parser as _fixture_parser
 
 FLAGS = json.loads((Path(__file__).parent / "fixtures" / "server_flags.json").read_text())
@@ -53,6 +54,11 @@ CASES = {
                                         vram_budget_gb=1.0),
     "8b-on-l4": Scenario.from_preset("default", model="llama-3.1-8b", gpu="l4", strategy="vllm", max_loras=4,
                                      vram_budget_gb=0.5, gpu_mem_util=0.92),
+    # the prefix cache (docs/model.md 3.7): turned off (the servers' flags that turn theirs off), and simulated for
+    # a strategy without one by default (as the servers run it: nothing to print or assume)
+    "prefix-cache-off": Scenario.from_preset("default", strategy="vllm", prefix_tokens=500, prefix_share=0.5,
+                                             prefix_caching="off"),
+    "naive-prefix-cache-on": Scenario.from_preset("default", strategy="naive", prefix_caching="on"),
 }
 #: (case, the plan's grid fields): a decided batch limit / chunked prefill is a flag
 DECIDED = [("default", ()), ("default", ("max_batch_size",)), ("default", ("max_batched_tokens", "chunked_prefill")),
@@ -142,7 +148,7 @@ def simulated(server, sc) -> dict:
                 "gpu_memory_utilization": sc.gpu_mem_util,
                 "kv_cache_memory_bytes": int(sc.kv_cache_gb * presets.GIB) if sc.kv_cache_gb > 0 else None,
                 "max_num_seqs": sc.max_batch_size, "max_num_batched_tokens": sc.max_batched_tokens,
-                "enable_chunked_prefill": sc.chunked_prefill_on(), "enable_prefix_caching": False,
+                "enable_chunked_prefill": sc.chunked_prefill_on(), "enable_prefix_caching": caching_on(sc),
                 "max_model_len": sc.max_request_tokens()}
     slots = _slots(sc, presets.adapter_bytes(sc.model_spec, r, sc.target_modules))
     return {"model_path": _hf_id(sc), "enable_lora": True, "max_loras_per_batch": slots,
@@ -154,7 +160,7 @@ def simulated(server, sc) -> dict:
             "chunked_prefill_size": sc.max_batched_tokens if sc.chunked_prefill_on() else -1,
             "max_total_tokens": (int(sc.kv_cache_gb * presets.GIB // presets.kv_bytes_per_token(sc.model_spec))
                                  if sc.kv_cache_gb > 0 else None),
-            "disable_radix_cache": True, "context_length": sc.max_request_tokens()}
+            "disable_radix_cache": not caching_on(sc), "context_length": sc.max_request_tokens()}
 
 
 def kv_fit(server, sc, sim) -> int:
@@ -253,7 +259,7 @@ def test_decided_batch_limits_are_flags_and_undecided_ones_assumptions():
     assert "--max-num-seqs" not in v.argv and "--max-num-batched-tokens" not in v.argv
     assumed = dict(v.assumptions)
     assert assumed["max_num_seqs"].startswith("the simulation caps the batch at 64 sequences (256 is vLLM's default")
-    assert "enable_chunked_prefill" in assumed and "enable_prefix_caching" in assumed
+    assert "enable_chunked_prefill" in assumed and "enable_prefix_caching" in assumed  # (strategy naive: no cache)
     v = vllm_command(sc, decided=["max_batch_size"])
     assert v.argv[v.argv.index("--max-num-seqs") + 1] == "64" and "max_num_seqs" not in dict(v.assumptions)
     s = sglang_command(sc, decided=["max_batch_size"])

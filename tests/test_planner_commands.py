@@ -12,6 +12,7 @@ from engine.calibration import vllm_slot_bytes
 from engine.planner import commands
 from engine.planner.commands import server_commands, sglang_command, vllm_command
 from engine.policies import STRATEGIES
+from engine.prefix import caching_on
 from engine.presets.servers import VLLM_MAX_LORA_RANKS
 
 FLAGS = json.loads((Path(__file__).parent / "fixtures" / "server_flags.json").read_text())
@@ -28,6 +29,9 @@ CASES = {
     "mixed-ranks-kv": Scenario.from_preset("default", strategy="vllm", max_loras=8, adapter_ranks=(8, 48, 100),
                                            vram_budget_gb=6.0, kv_cache_gb=20.0, max_cpu_loras=4),
     "preload-all": Scenario.from_preset("default", strategy="preload_lru", target_modules="all"),
+    # a shared prefix with the cache turned off: the flags that turn the servers' (default on) cache off
+    "prefix-cache-off": Scenario.from_preset("default", strategy="vllm", prefix_tokens=500, prefix_share=0.5,
+                                             prefix_caching="off"),
 }
 SUPPORTED = [(name, server) for name in CASES for server in ("vllm", "sglang")]
 
@@ -142,7 +146,10 @@ def test_vllm_values_equal_the_scenario(name):
     model, ns = _parse(cmd, "vllm")
     assert model == _hf_id(sc)
     assert ns.enable_lora is True
-    assert ns.enable_prefix_caching is True and "enable_prefix_caching" in _assumed(cmd)  # the server's default
+    # the server's default (on, keyed by adapter) unless prefix_caching 'off' turns it off (the flag); an assumption
+    # only where the simulated strategy has no prefix cache
+    assert ns.enable_prefix_caching is (sc.prefix_caching != "off")
+    assert ("enable_prefix_caching" in _assumed(cmd)) == (not caching_on(sc) and sc.prefix_caching != "off")
     r = max(sc.ranks())
     assert ns.max_lora_rank in VLLM_MAX_LORA_RANKS and ns.max_lora_rank >= r
     assert all(v < r for v in VLLM_MAX_LORA_RANKS if v < ns.max_lora_rank)  # the smallest that holds r
@@ -174,7 +181,8 @@ def test_sglang_values_equal_the_scenario(name):
     _, ns = _parse(cmd, "sglang")
     assert ns.model_path == _hf_id(sc)
     assert ns.enable_lora is True
-    assert ns.disable_radix_cache is False and "disable_radix_cache" in _assumed(cmd)  # the server's default
+    assert ns.disable_radix_cache is (sc.prefix_caching == "off")
+    assert ("disable_radix_cache" in _assumed(cmd)) == (not caching_on(sc) and sc.prefix_caching != "off")
     assert ns.lora_eviction_policy == "lru"
     assert ns.max_lora_rank == max(sc.ranks())
     assert ns.lora_target_modules == list(presets.TARGET_MODULES[sc.target_modules])

@@ -23,12 +23,16 @@ from engine.sim import _build
 from engine.workload import generate
 
 _COLS = ["arrival_s", "ttft_ms", "tpot_ms", "e2e_ms", "finish_s", "admit_s", "preemptions", "replica"]
+#: The time-series columns when the digests were recorded (columns added since, e.g. prefix_cached_blocks, are
+#: appended after them and are not part of the digest)
+_TS_COLS = ["t_s", "queue_len", "batch_size", "in_system", "resident_adapters", "loads_in_flight", "kv_used_frac",
+            "gpu_busy_frac", "adapter_bytes_resident", "kv_bytes_used", "kv_frag", "pcie_busy_frac"]
 
 
 def _digest(res) -> str:
     h = hashlib.sha256()
     h.update(np.ascontiguousarray(res.requests[_COLS].to_numpy(np.float64)).tobytes())
-    h.update(np.ascontiguousarray(res.timeseries.to_numpy(np.float64)).tobytes())
+    h.update(np.ascontiguousarray(res.timeseries[_TS_COLS].to_numpy(np.float64)).tobytes())
     h.update(repr((res.summary["steps"], res.summary["end_s"])).encode())
     return h.hexdigest()[:16]
 

@@ -11,6 +11,7 @@ from app.page_whatif import (
     K_OBJECTIVE,
     K_REPS,
     KPIS,
+    OPTIONAL_KPIS,
     STRATEGY_COLUMN,
     best_marked,
     fmt_half,
@@ -92,7 +93,10 @@ def _cell(table, strategy: str, label: str) -> str:
 def test_kpi_table_mean_ci_delta_and_best():
     reps = {"naive": [summ(50), summ(80), summ(65)], "batch": [summ(100), summ(131), summ(114)]}
     t = kpi_table(reps, "naive")
-    assert list(t.columns) == [STRATEGY_COLUMN, *(label for _, label, *_ in KPIS)]
+    # no prefix cache ran: no "Prefix hits" column (OPTIONAL_KPIS); with one, the column is there
+    assert list(t.columns) == [STRATEGY_COLUMN, *(label for key, label, *_ in KPIS if key not in OPTIONAL_KPIS)]
+    ran = {s: [{**r, "prefix_cache_ran": True, "prefix_cache_hit_rate": 0.5} for r in rs] for s, rs in reps.items()}
+    assert list(kpi_table(ran, "naive").columns) == [STRATEGY_COLUMN, *(label for _, label, *_ in KPIS)]
     assert [c.split("  \n")[0] for c in t[STRATEGY_COLUMN]] == ["**naive**", "**batch**"]
     assert _cell(t, "naive", STRATEGY_COLUMN) == "**naive**  \n:gray[baseline]"
     half = ci_table(reps, [("ttft_p99_ms", "p99")])["p99 ±"].tolist()

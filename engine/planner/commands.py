@@ -10,7 +10,10 @@ A command has two parts (issue 24 item 5):
   is listed in ``Command.at_default`` with its trace.
 * **What the simulation assumed** (``Command.assumptions``): ``(server setting, plain words)`` for every
   setting of the server that the command starts where the simulated server differs (the batch cap, the
-  token budget, chunked prefill, no prefix cache, the longest request), both values said.  Never a flag.
+  token budget, chunked prefill, no prefix cache where the strategy has none, the longest request), both values
+  said.  Never a flag.  The prefix cache: strategies vllm and sglang simulate it as both servers run it (on,
+  keyed by adapter: nothing to say); ``prefix_caching`` 'off' prints the flag that turns it off
+  (``--no-enable-prefix-caching``, ``--disable-radix-cache``).
 
 No flag refuses part of the traffic: ``--max-model-len`` (vLLM) / ``--context-length`` (SGLang) is printed
 only when the model's full context (``MODEL_CONTEXT``) does not fit in the KV cache at the scenario's memory
@@ -49,6 +52,7 @@ from dataclasses import dataclass, field
 from .. import presets
 from ..calibration import VLLM_MAX_MODEL_LEN, vllm_slot_bytes
 from ..policies import STRATEGIES
+from ..prefix import caching_on
 from ..presets.servers import VLLM_BATCH_DEFAULTS, VLLM_MAX_LORA_RANKS, vllm_batch_defaults  # noqa: F401 (re-exported)
 from ..scenario import Scenario
 from .memory import vllm_max_lora_rank
@@ -452,9 +456,9 @@ def vllm_command(sc: Scenario, decided: Iterable[str] = ()) -> Command:
     if chunk_sim != chunk:
         cmd.assume("enable_chunked_prefill", "the simulation prefills each prompt whole, in one step (vLLM "
                                              "splits long prompts over steps by default: chunked prefill)")
-    cmd.assume("enable_prefix_caching", "the simulation has no prefix cache: every prompt is computed in full "
-                                        "(vLLM caches shared prompt prefixes by default, which shortens the "
-                                        "prefill of prompts that share a prefix)")
+    _prefix_cache(cmd, sc, "--no-enable-prefix-caching", "enable_prefix_caching",
+                  "vLLM caches shared prompt prefixes by default, keyed by adapter, which shortens the prefill of "
+                  "prompts that share a prefix")
 
     closest = CLOSEST[sc.strategy]
     notes = [{"vllm": "Same policy family: FCFS, at most --max-loras adapters per batch, LRU GPU slots behind "
@@ -542,8 +546,8 @@ def sglang_command(sc: Scenario, decided: Iterable[str] = ()) -> Command:
                    f"steps (SGLang's chunk size is {computed})" if chunk_sim else
                    f"the simulation prefills each prompt whole, in one step, at most {sc.max_batched_tokens:,} "
                    f"prompt tokens per step (SGLang splits long prompts by default, in chunks {computed})")
-    cmd.assume("disable_radix_cache", "the simulation has no prefix cache: every prompt is computed in full "
-                                      "(SGLang's radix cache reuses shared prompt prefixes by default)")
+    _prefix_cache(cmd, sc, "--disable-radix-cache", "disable_radix_cache",
+                  "SGLang's radix cache reuses shared prompt prefixes by default, per adapter")
 
     notes = []
     if sc.strategy == "sglang":
@@ -573,6 +577,19 @@ def sglang_command(sc: Scenario, decided: Iterable[str] = ()) -> Command:
                    "host memory (host_warm); GPU loads are synchronous. --max-loras-per-batch counts "
                    "base-model requests too.")
     return cmd.command("add your adapters: --lora-paths NAME=PATH [NAME=PATH ...] (user-specific)", notes)
+
+
+def _prefix_cache(cmd: _Line, sc: Scenario, flag: str, setting: str, default_says: str) -> None:
+    """The prefix cache (docs/model.md 3.7): where the simulated server caches prefixes keyed by adapter as both
+    servers do by default, nothing to print or assume; where the scenario turns caching off (prefix_caching
+    'off'), the flag that turns it off; where the strategy has no prefix cache ("auto" off), an assumption."""
+    if caching_on(sc):
+        return
+    if sc.prefix_caching == "off":
+        cmd.add(flag, None, "prefix_caching 'off'")
+        return
+    cmd.assume(setting, f"the simulation has no prefix cache (strategy {sc.strategy!r}; prefix_caching 'on' "
+                        f"simulates one): every prompt is computed in full ({default_says})")
 
 
 def server_commands(sc: Scenario, decided: Iterable[str] = ()) -> list[Command]:
