@@ -40,7 +40,8 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
  IP_MAX_STEPS,  # the step budget (sim.step_budget): a run past it stops with FLAG_BUDGET (a guard, never reached)
  IP_LORA_FIRST,  # Policy.lora_first (SGLang): the adapter's slot is checked before the token and KV budget (0: after)
  IP_PCACHE,  # prefix caching keyed by adapter runs (engine/prefix.py, docs/model.md 3.7; 0: off, the loop as before)
- IP_LEN) = range(38)
+ IP_RUN_GROW,  # on-demand KV: decode runs add the blocks _grow_kv would (0: a run stops at the first one needed)
+ IP_LEN) = range(39)
 # ---- float parameters (fp)
 (FP_DURATION, FP_HORIZON, FP_WINDOW, FP_MAX_WAIT, FP_PCIE_BPS, FP_DISK_BPS, FP_LOAD_LAT,
  FP_DISK_LAT, FP_ADAPTER_CAP, FP_POOL, FP_BLOCK_BYTES, FP_WEIGHT_BYTES, FP_PARAMS, FP_FLOPS,
@@ -964,26 +965,35 @@ def _fill_row(ip, fp, R_i, S_i, S_f, wq, wq_head, fl, row, waiting, n_run):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, row, t, wq_head, next_arr, n_known,
-                t_limit, closed, kernel_cost, k_n, k_k, k_params):
+                t_limit, closed, kernel_cost, k_n, k_k, k_params, wi):
     """Steps in which nothing but decoding happens, without the scheduler: the same steps, times, counters and
     time series as one iteration each (IP_DECODE_RUN = 0, the reference it is tested against), bit for bit.
 
     Called at the top of an iteration.  It runs nothing unless nobody waits, every running request decodes (no prefill
     or unfinished chunk, no stall), and stops before any iteration in which something else could happen:
     an arrival, a finished load, the time limit or horizon, a request's last token, or (on-demand KV) a
-    request needing a new block.  Until then the batch is fixed and each step's context grows by the
-    batch size, so the step cost needs no pass over the batch; the generated-token counts are written once
-    at the end.  Returns (t, wq_head)."""
+    step whose new blocks would not fit (``_grow_kv`` would preempt or evict).  Until then the batch is fixed and
+    each step's context grows by the batch size, so the step cost needs no pass over the batch; the generated-token
+    counts are written once at the end.  On-demand KV (IP_RUN_GROW; 0: a run stops at the first block any request
+    needs, as before): a request needs its next block ``kv`` steps from now and then every block-size steps, so the
+    blocks the reference's ``_grow_kv`` adds before step j are the requests whose ``kv`` is j modulo the block size
+    (counted by phase in ``wi[:bt]``); the per-request counts are written at the end too.  Returns (t, wq_head)."""
     n_run = S_i[SI_NRUN]
     if (not ip[IP_DECODE_RUN] or n_run == 0 or S_i[SI_NWAIT] > 0 or S_i[SI_NPART] > 0
             or S_f[SF_STALL] != 0.0):
         return t, wq_head
     bt = ip[IP_BLOCK_TOK]
     ondemand = ip[IP_ONDEMAND] != 0
-    if ondemand and ip[IP_UNIFIED] and (S_i[SI_KV_BLOCKS] * fp[FP_BLOCK_BYTES] + S_f[SF_ADAPTER_BYTES]
-                                        > fp[FP_POOL]):
+    unified = ip[IP_UNIFIED] != 0
+    if ondemand and unified and (S_i[SI_KV_BLOCKS] * fp[FP_BLOCK_BYTES] + S_f[SF_ADAPTER_BYTES] > fp[FP_POOL]):
         return t, wq_head  # (_grow_kv would evict)
-    j_max = 1 << 62  # steps allowed: none may finish a request or (on demand) need a new KV block
+    # (a block size past 64 tokens: new blocks are rare enough to stop at; the contiguous allocator never grows)
+    grow = ondemand and ip[IP_RUN_GROW] != 0 and not ip[IP_CONTIG] and bt <= 64
+    ph = wi[:bt]
+    if grow:
+        for m in range(bt):
+            ph[m] = 0
+    j_max = 1 << 62  # steps allowed: none may finish a request or (on demand, not growing) need a new KV block
     ctx0 = 0.0
     lora_flops = 0.0
     for k in range(n_run):
@@ -994,7 +1004,9 @@ def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, ro
         lim = R_i[RI_OUTPUT, rr] - g - 1  # the step that emits its last token is the scheduler's
         if ondemand:  # _kv_need = (prompt + gen + bt) // bt <= blocks while gen < blocks * bt - prompt
             kv = (R_i[RI_BLOCKS, rr] + R_i[RI_SHARED, rr]) * bt - R_i[RI_PROMPT, rr] - g
-            if kv < lim:
+            if grow and 0 <= kv < bt:
+                ph[kv] += 1  # its next blocks: before steps kv, kv + bt, kv + 2 bt, ...
+            elif kv < lim:
                 lim = kv
         if lim < j_max:
             j_max = lim
@@ -1004,7 +1016,9 @@ def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, ro
         return t, wq_head
     # the scheduler would find nobody waiting: its scan start ends at the queue's tail
     wq_head = S_i[SI_WQTAIL]
-    # a constant batch: one time-series row for every step of the run
+    # a constant batch: one time-series row for every step of the run (but its KV columns, when blocks are added);
+    # the step's busy time goes in with it (TS_BUSY: 1.0 over [t, t_end), as accum adds it in the reference) and
+    # only its non-zero columns are added (cols: wi past the phases)
     frag = _fill_row(ip, fp, R_i, S_i, S_f, wq, wq_head, fl, row, 0, n_run)
     bucket = fp[FP_BUCKET]
     nb = ip[IP_NBUCKETS]
@@ -1021,29 +1035,62 @@ def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, ro
         t_next = R_f[RF_ARR, next_arr]
     if S_i[SI_HEAPN] > 0 and heap_t[0] < t_next:
         t_next = heap_t[0]
+    kv_cap = ip[IP_KV_BLOCKS]
+    bb = fp[FP_BLOCK_BYTES]
+    pool = fp[FP_POOL]
+    ab = S_f[SF_ADAPTER_BYTES]
+    m = 0  # j modulo bt
     j = 0
+    busy = S_f[SF_BUSY]
+    frag_int = S_f[SF_FRAG_INT]
+    tokens_win = S_f[SF_TOKENS_WIN]
     while j < j_max and t < t_next and t <= fp[FP_HORIZON]:
+        if grow:
+            inc = ph[m]
+            m += 1
+            if m == bt:
+                m = 0
+            if inc > 0:  # _grow_kv before this step: the blocks fit (else the scheduler preempts or evicts)
+                kv_new = S_i[SI_KV_BLOCKS] + inc
+                if (kv_new * bb + ab > pool) if unified else (kv_new > kv_cap):
+                    break
+                S_i[SI_KV_BLOCKS] = kv_new
+                frag = _fill_row(ip, fp, R_i, S_i, S_f, wq, wq_head, fl, row, 0, n_run)
+                kvb = kv_new * bb
+                if kvb > S_f[SF_PEAK_KV]:
+                    S_f[SF_PEAK_KV] = kvb
+                if kvb + ab > S_f[SF_PEAK_TOTAL]:
+                    S_f[SF_PEAK_TOTAL] = kvb + ab
         ctx = ctx0 + float(j * n_run)
         dt = _step_dt(ip, fp, kernel_cost, k_n, k_k, k_params, 0.0, 0.0, n_dec, 0.0, ctx, lora_flops,
                       lora_bytes, distinct)
         t_end = t + dt
-        S_i[SI_STEPS] += 1
-        if n_run > S_i[SI_PEAKTOK]:
-            S_i[SI_PEAKTOK] = n_run
         lo = t if t > warm else warm
         hi = t_end if t_end < dur else dur
         if hi > lo:
-            S_f[SF_BUSY] += hi - lo
+            busy += hi - lo
+            frag_int += frag * (hi - lo)  # (_window_add: the same window)
         accum_row(ts, bucket, nb, t, t_end, row)
         accum(ts, bucket, nb, t, t_end, np.int64(TS_BUSY), 1.0)
-        _window_add(S_f, SF_FRAG_INT, t, t_end, warm, dur, frag)
         if warm <= t_end < dur:
-            S_f[SF_TOKENS_WIN] += n_run
+            tokens_win += n_run
         t = t_end
         j += 1
+    # (the counters were kept in locals: the same sums, in the same order)
+    S_f[SF_BUSY] = busy
+    S_f[SF_FRAG_INT] = frag_int
+    S_f[SF_TOKENS_WIN] = tokens_win
+    S_i[SI_STEPS] += j
+    if j > 0 and n_run > S_i[SI_PEAKTOK]:
+        S_i[SI_PEAKTOK] = n_run
     if j > 0:
         for k in range(n_run):
-            R_i[RI_GEN, running[k]] += j
+            rr = running[k]
+            if grow:  # the blocks _grow_kv gave it before steps kv, kv + bt, ... < j
+                kv = (R_i[RI_BLOCKS, rr] + R_i[RI_SHARED, rr]) * bt - R_i[RI_PROMPT, rr] - R_i[RI_GEN, rr]
+                if 0 <= kv < j:
+                    R_i[RI_BLOCKS, rr] += (j - 1 - kv) // bt + 1
+            R_i[RI_GEN, rr] += j
         S_i[SI_LASTDONE] = 0
     return t, wq_head
 
@@ -1166,7 +1213,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
         # ---- a run of pure-decode steps, if nothing else can happen (here, not after the step: a fleet
         # replica resumed mid-run goes on without a scheduler pass)
         t_run, wq_head = _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, row, t, wq_head,
-                                     next_arr, n_known, t_limit, closed, kernel_cost, k_n, k_k, k_params)
+                                     next_arr, n_known, t_limit, closed, kernel_cost, k_n, k_k, k_params, wi)
         if t_run != t:
             t = t_run
             continue

@@ -136,6 +136,7 @@ def _build(sc: Scenario, wl: Workload):
     ip[L.IP_FASTSKIP] = 1  # 0 scans the whole queue (the reference the fast path is tested against)
     ip[L.IP_CHUNKED] = int(sc.chunked_prefill_on())
     ip[L.IP_DECODE_RUN] = 1  # 0 runs every decode step through the scheduler (the reference, tested equal)
+    ip[L.IP_RUN_GROW] = 1  # 0: a decode run stops at the first new KV block (the reference, tested equal)
     ip[L.IP_QUIET] = 1  # fleet: 0 advances every replica to every arrival (the reference, tested equal)
     ip[L.IP_MAX_STEPS] = step_budget(n, sc)
     ip[L.IP_LORA_PAD] = LORA_PAD_CODES[sc.lora_rank_padding_mode()]

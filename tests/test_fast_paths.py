@@ -1,6 +1,8 @@
 """The loop's shortcuts against the references they replace, every state array equal bit for bit:
 
 * runs of pure-decode steps (loop._decode_run, IP_DECODE_RUN) against every step through the scheduler;
+* on-demand KV: decode runs that add the blocks the scheduler's _grow_kv would (IP_RUN_GROW) against runs that
+  stop at the first block needed;
 * the no-room memo of a scheduling pass (SF_NOROOM, off with IP_FASTSKIP = 0) against searching for
   victims on every request (static memory)."""
 import numpy as np
@@ -63,13 +65,46 @@ def test_decode_runs_equal_the_step_by_step_reference(case):
 
 
 def test_fast_path_is_taken_and_bounded_by_on_demand_blocks():
-    """On a light load most steps are pure decode; with on-demand KV a run stops at every block boundary
-    (the reference's _grow_kv allocates there), and the results still agree."""
+    """On a light load most steps are pure decode; with on-demand KV a run adds the blocks the reference's
+    _grow_kv allocates at every block boundary (IP_RUN_GROW; it stops where they would not fit), and the results
+    still agree."""
     sc = legacy_preset("a100-light", strategy="vllm", kv_reservation="on_demand", kv_block_tokens=16,
                               duration_s=40.0, warmup_s=2.0)
     a, b = _both(sc)
     _assert_same(a, b)
     assert a["S_i"][L.SI_STEPS] > 2 * a["S_i"][L.SI_NISSUED]  # several decode steps per request
+
+
+GROW = {
+    **{f"default-{s}": ("default", dict(strategy=s, duration_s=40.0, warmup_s=5.0)) for s in STRATEGIES},
+    # KV so tight that runs stop where the blocks would not fit and the scheduler preempts
+    "tight": ("default", dict(strategy="vllm", kv_cache_gb=0.35, arrival_rate_rps=4.0, duration_s=30.0,
+                              output_tokens=400, warmup_s=2.0)),
+    # the queue empties while the running requests fill the KV: a run stops where _grow_kv would preempt
+    "full": ("default", dict(strategy="vllm", kv_cache_gb=0.9, arrival_rate_rps=1.0, output_tokens=1500,
+                             duration_s=60.0, warmup_s=2.0)),
+    "tight-unified": ("default", dict(strategy="slora", memory_mode="unified", kv_cache_gb=0.35, arrival_rate_rps=4.0,
+                                      duration_s=30.0, output_tokens=400, warmup_s=2.0)),
+    "prefix-cache": ("default", dict(strategy="vllm", prefix_tokens=300, prefix_share=0.8, duration_s=40.0,
+                                     warmup_s=5.0)),
+    "block-1": ("default", dict(strategy="vllm", kv_block_tokens=1, duration_s=20.0, warmup_s=2.0)),
+    "block-64": ("default", dict(strategy="naive", kv_block_tokens=64, duration_s=30.0, warmup_s=2.0)),
+    "block-128": ("default", dict(strategy="naive", kv_block_tokens=128, duration_s=30.0, warmup_s=2.0)),
+    "kernel-cost": ("default", dict(strategy="vllm", cost_model="kernel", duration_s=30.0, warmup_s=2.0)),
+}
+
+
+@pytest.mark.parametrize("case", list(GROW))
+def test_decode_runs_growing_kv_equal_runs_stopping_at_blocks(case):
+    preset, kw = GROW[case]
+    sc = legacy_preset(preset, kv_reservation="on_demand", **kw)
+    a, b = _both(sc, L.IP_RUN_GROW)
+    _assert_same(a, b)
+    # and both equal stepping through the scheduler
+    arr = sim._build(sc.validate(), generate(sc.validate()))
+    arr["ip"][L.IP_DECODE_RUN] = 0
+    L.run_loop(*[arr[k] for k in sim.LOOP_ARGS])
+    _assert_same(a, arr)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
