@@ -35,7 +35,7 @@ from .sequential import Decision, SequentialRun, decide, look_alpha, run_until_d
 from .sim import SimResult, compare, simulate, simulate_summary
 from .workload import read_trace, shipped_trace
 
-ENGINE_VERSION = "0.6.0"  # 0.6: server profiles (Scenario.server), the default on the vLLM profile
+ENGINE_VERSION = "0.7.0"  # 0.7: tensor parallelism, the sglang strategy, prefix caching, the vLLM profile refitted at max_rank padding
 
 __all__ = ["Scenario", "SimResult", "STRATEGIES", "ROUTERS", "ENUMS", "MAX_REQUESTS", "MAX_REPLICAS", "EXPORT_STRATEGIES_KEY", "EXPORT_REPLICATIONS_KEY", "simulate", "simulate_summary", "compare", "read_trace",
            "shipped_trace", "TRACES", "TRACE_CITATION",

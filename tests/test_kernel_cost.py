@@ -129,7 +129,9 @@ def _oracle_ms(sc: Scenario, prompt: int, output: int) -> tuple[float, float]:
     lm_head = kernels.gemm_seconds(1.0, float(m.vocab_size), float(m.hidden_size), peak, bw, *p) * 1e3
     ld = m.n_layers * m.n_heads * m.head_dim  # attention width: hidden_size for all but Gemma-2 (4096 vs 3584)
     kv = presets.kv_bytes_per_token(m)
-    ab = sc.adapter_sizes()[0]  # the request's adapter (id 0; presets.adapter_bytes of its rank)
+    ab = sc.adapter_sizes()[0]  # the request's adapter (id 0; presets.adapter_bytes of its rank) ...
+    if sc.lora_rank_padding_mode() == "max_rank":  # ... or the largest configured (vLLM's profile: docs/model.md 5.5)
+        ab = max(sc.adapter_sizes())
     extra = sc.step_overhead_ms + sc.lora_ms_per_adapter + sc.lora_ms_per_slot * sc.max_loras
 
     def rest(flops, nbytes):

@@ -1,7 +1,7 @@
 """LoRA rank padding (Scenario.lora_rank_padding, docs/model.md 5.5): the LoRA FLOPs and bytes of a step at each
 request's own adapter ("none", the default for every strategy), at the largest adapter in the step's batch
 ("batch_max": Punica's SGMV takes one rank per batch) or at the largest adapter configured ("max_rank": vLLM's LoRA
-buffers at --max-lora-rank).
+buffers at --max-lora-rank; the vLLM server profile and its fit run at it: tests/test_vllm_refit.py).
 
 Checked: "auto" is "none" for every strategy and equals it bit for bit; with a single rank every mode gives the same
 run bit for bit; step by step, with a batch whose composition does not depend on time, "batch_max" costs at least
@@ -107,7 +107,8 @@ AUTO_CASES = {
                                            warmup_s=3.0)),
     "default-slora-mixed": ("default", dict(strategy="slora", adapter_ranks=(8, 16, 32, 64), duration_s=30.0,
                                             warmup_s=3.0)),
-    "vllm-llama31-8b": ("vllm-llama31-8b", dict(duration_s=120.0, warmup_s=10.0)),
+    # the vLLM fit's runs (ranks 8/16) with the strategy's default instead of the preset's "max_rank"
+    "vllm-llama31-8b": ("vllm-llama31-8b", dict(duration_s=120.0, warmup_s=10.0, lora_rank_padding="auto")),
 }
 
 

@@ -224,3 +224,20 @@ def test_same_as_vllm_when_no_request_is_passed_over_at_the_budget():
     b = simulate(sc.replace(strategy="vllm", chunked_prefill="off")).requests
     np.testing.assert_array_equal(a.admit_s.to_numpy(), b.admit_s.to_numpy())
     np.testing.assert_array_equal(a.finish_s.to_numpy(), b.finish_s.to_numpy())
+
+
+def test_a_plan_comparing_sglang_prints_sglangs_line_from_sglangs_scheduling():
+    """With strategy sglang in the grid, the SGLang command line rests on the sglang strategy (the pick's, or the
+    best SGLang-scheduled configuration meeting the SLO), never on another strategy's simulation."""
+    from engine.planner import Deployment, plan, plan_commands, server_commands
+    res = plan(Deployment(num_adapters=16, max_loras=8, arrival_rate_rps=10.0), {"ttft_p99_ms": 1000},
+               grid={"strategy": ["vllm", "sglang"]}, replications=1, probe_requests=600, band=None)
+    assert res.best is not None
+    vllm, sglang = plan_commands(res)
+    assert vllm.text == server_commands(res.scenario(res.best["config"]), decided=res.grid)[0].text
+    assert "Same rules as the simulation (strategy 'sglang'" in sglang.note
+    if res.best["strategy"] != "sglang":
+        assert sglang.note.startswith("From the best configuration simulated with SGLang's scheduling")
+    res1 = plan(Deployment(num_adapters=16, max_loras=8, arrival_rate_rps=10.0), {"ttft_p99_ms": 1000},
+                grid={"max_loras": [8]}, replications=1, probe_requests=600, band=None)
+    assert "Same rules" not in plan_commands(res1)[1].note  # a vllm-only plan: SGLang's line says it is approximate

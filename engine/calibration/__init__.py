@@ -123,6 +123,7 @@ from .vllm_runs import (
     VLLM_GPU_MEM_UTIL,
     VLLM_LOAD_LATENCY_MS,
     VLLM_LORA_EXTRA_VOCAB,
+    VLLM_LORA_RANK_PADDING,
     VLLM_MAX_MODEL_LEN,
     VLLM_MODEL,
     VLLM_PCIE_GBPS,
@@ -151,7 +152,7 @@ __all__ = [
     "REF_DIR",
     "SLORA_SEED", "slora_trace", "slora_metrics", "slora_cases",
     "VLLM_GPU", "VLLM_MODEL", "VLLM_GPU_MEM_UTIL", "VLLM_MAX_MODEL_LEN", "VLLM_RESERVE_GIB",
-    "VLLM_LORA_EXTRA_VOCAB", "VLLM_LOAD_LATENCY_MS", "VLLM_PCIE_GBPS", "SHAREGPT_MEAN_IN", "SHAREGPT_MEAN_OUT",
+    "VLLM_LORA_EXTRA_VOCAB", "VLLM_LORA_RANK_PADDING", "VLLM_LOAD_LATENCY_MS", "VLLM_PCIE_GBPS", "SHAREGPT_MEAN_IN", "SHAREGPT_MEAN_OUT",
     "vllm_slot_bytes", "vllm_trace", "vllm_metrics_factory", "vllm_cases",
     "vllm_feasibility", "feasibility_table", "feasibility_accuracy", "feasibility_reserve_bracket",
     # dense-layer kernel model (Vidur's profiled linear operators)

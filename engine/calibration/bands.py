@@ -437,7 +437,7 @@ def _user_band(sc: Scenario, st, table: pd.DataFrame | None, out: dict) -> dict:
     p = PROFILES[st.profile]
     thr, lat, lm, split, n = user_profile_p90(p)
     what = (f"your profile {p.name} (fitted on {' / '.join(p.fitted_on)}; {split}, {n} run{'s' if n != 1 else ''}: "
-            f"{_pct(thr)} throughput, {_pct(lat)} {_ERROR_NAMES.get(lm, 'latency')})")
+            f"{_pm(thr)} throughput, {_pm(lat)} {_ERROR_NAMES.get(lm, 'latency')})")
     if st.kind == "calibrated" and split == "held-out":
         vals = [v for v in (thr, lat) if math.isfinite(v)]
         band = max(vals) if vals else math.nan
@@ -463,7 +463,8 @@ def _user_band(sc: Scenario, st, table: pd.DataFrame | None, out: dict) -> dict:
             "latency_p90": lat_b, "band": band, "note": note}
 
 
-def _pct(x: float) -> str:
+def _pm(x: float) -> str:
+    """A band in words, "±19 %" (named apart from ``_pct``, the report table's "18.6 %", which it used to shadow)."""
     return f"±{100 * x:.0f} %" if math.isfinite(x) else "n/a"
 
 

@@ -54,15 +54,19 @@ VLLM_PARAMS = ("compute_eff", "bw_eff", "step_overhead_ms", "lora_ms_per_adapter
 #: max_loras M, ITL ~ 15 + 0.062 B + 0.00041 B M + 0.19 M ms (MAPE 8 % on all 131 runs), mapped onto
 #: the cost terms (compute_eff 0.35, bw_eff 0.77, step_overhead_ms 5, lora_ms_per_adapter 0.05,
 #: lora_ms_per_slot 0.19, lora_us_per_token_slot 0.41) started a fit without frontend_ms (74
-#: simulations of the set, 862 s, scipy's xtol reached) and then `validate`'s 3-step fit from there;
-#: its result is below, with frontend_ms = 8 ms, the mean gap between measured and simulated TTFT
-#: of the low-load runs at those values, and max_in_system = 21,000: in the heavily overloaded
-#: training runs measured mean TTFT x throughput, the backlog a capped FCFS queue would hold, is
-#: 18,700-21,000 requests whatever the offered rate (60-120 req/s), where an uncapped backlog
-#: would grow with it.
-VLLM_START = {"compute_eff": 0.3030301943807197, "bw_eff": 0.937541672476267, "step_overhead_ms": 4.262408364353782,
-              "lora_ms_per_adapter": 0.3540956584515851, "lora_ms_per_slot": 0.07063588859511555,
-              "lora_us_per_token_slot": 0.3177652700728223, "frontend_ms": 8.0, "max_in_system": 21000}
+#: simulations of the set, 862 s, scipy's xtol reached) and then `validate`'s 3-step fit from there,
+#: with frontend_ms = 8 ms, the mean gap between measured and simulated TTFT of the low-load runs at
+#: those values, and max_in_system = 21,000: in the heavily overloaded training runs measured mean
+#: TTFT x throughput, the backlog a capped FCFS queue would hold, is 18,700-21,000 requests whatever
+#: the offered rate (60-120 req/s), where an uncapped backlog would grow with it.  All of that at
+#: lora_rank_padding "none" (each adapter at its own rank), up to engine 0.6.  Since, the runs are
+#: simulated at "max_rank" (vllm_runs.VLLM_LORA_RANK_PADDING, what vLLM's kernels do: docs/model.md 5.5):
+#: a fit of all eight parameters from the "none" fit's values (docs/validation/fitted_params.json as of
+#: engine 0.6) on the same 30 runs at "max_rank" (fit_cases, max_nfev 20: 25 simulations of the set,
+#: 1,221 s, scipy's xtol reached) gave the values below; `validate`'s 3-step fit starts from them.
+VLLM_START = {"compute_eff": 0.30381021768006344, "bw_eff": 0.9500581266788111, "step_overhead_ms": 4.236383357433743,
+              "lora_ms_per_adapter": 0.3614756536115704, "lora_ms_per_slot": 0.06380806573323317,
+              "lora_us_per_token_slot": 0.3476886779146096, "frontend_ms": 9.61143860455601, "max_in_system": 23823}
 #: Budget of scipy function evaluations for the vLLM fit in `validate` (each also costs a finite-difference
 #: Jacobian: 1 + 8 simulations of the 30 training runs, about 10 s each on 2 cores).
 VLLM_MAX_NFEV = 3
@@ -464,7 +468,9 @@ def run_validation(out: Path, quick: bool = False, plots: bool = True, log=print
           "(7.7 ms for a rank-16 adapter; the Llama-3.1-8B CPU->GPU constants in `vllm_lora_load_times.csv` "
           "are 6.4-8.1 ms, nearly size-independent), "
           "adapter sizes for all linear modules at each adapter's rank (ranks cycled as listed; target "
-          "modules assumed).  The request stream is built per run and replayed (`trace=`): one Poisson "
+          "modules assumed), the LoRA FLOPs and bytes of every token at the run's max_lora_rank, the largest rank "
+          "it serves (`lora_rank_padding = \"max_rank\"`: vLLM's LoRA kernels run at --max-lora-rank, docs/model.md "
+          "5.5).  The request stream is built per run and replayed (`trace=`): one Poisson "
           "process per adapter at its class rate, merged; ShareGPT-like lognormal lengths with means 222 in "
           "/ 194 out and CV 1.0 (assumed), filtered like vLLM's ShareGPT sampler (prompt <= 1024, "
           "prompt + output <= 2048).  KV is allocated on demand with recompute preemption "
@@ -485,8 +491,9 @@ def run_validation(out: Path, quick: bool = False, plots: bool = True, log=print
           "adapter count and rank.", "",
           f"Fitted ({', '.join(v_params)}; {v_fit.nfev} evaluations, {v_fit.wall_s:.0f} s; started from "
           + ("the runs' default values):" if quick else
-             "`VLLM_START`, the result of an earlier, longer run of the same fit on the same training runs, "
-             "which itself started from the ITL regression of docs/model.md 5.1):"), "",
+             "`VLLM_START`, the result of an earlier, longer run of the same fit on the same training runs at "
+             "`max_rank`, which started from the earlier fit at `none`, itself from the ITL regression of "
+             "docs/model.md 5.1):"), "",
           _md_table(pd.DataFrame([{"parameter": k, "value": v, "start": v_fit.start[k]}
                                   for k, v in v_fit.values.items()]), ".4g"), "",
           *_bounds_note("vLLM", v_fit.values),

@@ -26,6 +26,10 @@ VLLM_LORA_EXTRA_VOCAB = 256          # vLLM LoRAConfig.lora_extra_vocab_size def
 VLLM_LOAD_LATENCY_MS = 6.0
 VLLM_PCIE_GBPS = 50.0
 SHAREGPT_MEAN_IN, SHAREGPT_MEAN_OUT = 222, 194
+#: LoRA cost of every token at --max-lora-rank, as vLLM's LoRA kernels run it (its stacked LoRA buffers at
+#: max_lora_rank; docs/model.md 5.5): the runs are fitted and checked under it (the fit was made at "none", each
+#: adapter at its own rank, up to engine 0.6; the refit and the comparison: docs/model.md 5.5).
+VLLM_LORA_RANK_PADDING = "max_rank"
 
 
 def vllm_slot_bytes(max_lora_rank: int, model: str = VLLM_MODEL, embeddings: bool = True,
@@ -129,7 +133,7 @@ def _parse_list(s) -> list[float]:
 
 
 def vllm_cases(path=None, duration_s: float = 3600.0, warmup_s: float = 0.0, rows=None, seed: int = 0,
-               len_cv: float = 1.0) -> list[Case]:
+               len_cv: float = 1.0, lora_rank_padding: str = VLLM_LORA_RANK_PADDING) -> list[Case]:
     """The vLLM runs that completed (status ok) as Cases replaying their request streams.
 
     Simulated window ``duration_s`` (default: the real 3600 s, no warm-up, so queues build
@@ -137,7 +141,9 @@ def vllm_cases(path=None, duration_s: float = 3600.0, warmup_s: float = 0.0, row
     ``vllm_metrics_factory``).  GPU slots = max_loras, host cache =
     max_cpu_loras (= adapters served, all warm), max_num_seqs 2048, a prefill budget of
     2048 tokens per step (vLLM V1's default for the API server on a GPU under 70 GiB, as
-    we read vLLM 0.8.5; unverified), adapters sized for all linear modules (assumed).
+    we read vLLM 0.8.5; unverified), adapters sized for all linear modules (assumed), LoRA cost at
+    ``lora_rank_padding`` (default ``VLLM_LORA_RANK_PADDING``: every token at --max-lora-rank, the runs' largest
+    adapter rank).
     """
     df = pd.read_csv(_ref("vllm_llama31_8b_multilora_runs.csv", path))
     cases = []
@@ -161,7 +167,7 @@ def vllm_cases(path=None, duration_s: float = 3600.0, warmup_s: float = 0.0, row
             adapter_rank=max(ranks), adapter_ranks=ranks, target_modules="all",
             arrival_rate_rps=offered, prompt_tokens=SHAREGPT_MEAN_IN, output_tokens=SHAREGPT_MEAN_OUT,
             length_dist="lognormal", length_spread=1.0, max_batch_size=2048, max_batched_tokens=2048,
-            kv_reservation="on_demand",
+            kv_reservation="on_demand", lora_rank_padding=lora_rank_padding,
             duration_s=duration_s, warmup_s=warmup_s, drain_s=0.0, seed=seed,
             load_latency_ms=VLLM_LOAD_LATENCY_MS, pcie_gbps=VLLM_PCIE_GBPS, compute_eff=0.6, bw_eff=0.8, step_overhead_ms=0.5,
             lora_ms_per_adapter=0.05, lora_ms_per_slot=0.0,

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..backends import BackendError
 from ..limits import write_csv
-from ..planner import MAX_REPLICAS_SEARCH, OBJECTIVES, VALUE_COLUMNS, plan, plan_summary, server_commands
+from ..planner import MAX_REPLICAS_SEARCH, OBJECTIVES, VALUE_COLUMNS, plan, plan_commands, plan_summary
 from ..planner.band import BOUNDED
 from ..planner.commands import assumption_lines
 from ..scenario import MAX_REPLICAS
@@ -126,9 +126,9 @@ def cmd_plan(a) -> int:
         return fail(str(e))
     finally:
         end_backend(kw)
-    cmds = []
-    if res.best is not None:  # the grid's fields are the plan's decisions: a decided batch limit is a flag
-        cmds = server_commands(res.scenario(res.best["config"]), decided=res.grid)
+    # the grid's fields are the plan's decisions (a decided batch limit is a flag); SGLang's line rests on the
+    # sglang strategy when the grid compared it
+    cmds = plan_commands(res)
     best_cmds = [command_doc(c) for c in cmds]
     doc = {"objective": res.objective, "slo": res.slo, "grid": {k: list(v) for k, v in res.grid.items()},
            "replications": res.replications, "base": res.base.to_dict(),

@@ -27,12 +27,13 @@ from .plan import (
     VALUE_COLUMNS,
     PlanResult,
     plan,
+    plan_commands,
     plan_summary,
 )
 from .prices import GPU_PRICES_USD_PER_HOUR, cost_per_mtok_usd, price_table
 from .slo import SLO_METRICS, check_slo, meets, stable
 
-__all__ = ["Command", "server_commands", "vllm_command", "sglang_command", "plan", "PlanResult", "plan_summary", "OBJECTIVES", "VALUE_COLUMNS", "MAX_CONFIGS", "MAX_SEARCHES",
+__all__ = ["Command", "server_commands", "vllm_command", "sglang_command", "plan", "PlanResult", "plan_summary", "plan_commands", "OBJECTIVES", "VALUE_COLUMNS", "MAX_CONFIGS", "MAX_SEARCHES",
            "MAX_REPLICAS_SEARCH", "SLO_METRICS",
            "check_slo", "meets", "stable", "GPU_PRICES_USD_PER_HOUR", "price_table", "cost_per_mtok_usd",
            "memory_split", "memory_sentence", "vllm_max_lora_rank", "Deployment", "ServerProfile", "PROFILES",

@@ -30,6 +30,7 @@ from ..scenario import ENUMS, MAX_REPLICAS, Scenario, coerce
 from ..sweep import Progress, check_backend, parallel_map
 from . import band as band_mod
 from . import search
+from .commands import server_commands, sglang_command
 from .deployment import Deployment
 from .memory import memory_split, sglang_slot_budget_gb, vllm_slot_budget_gb
 from .prices import cost_per_mtok_usd, price_table
@@ -280,6 +281,25 @@ def plan(base: Scenario, slo: dict, grid: dict, replications: int = 3, objective
                      *edge_notes(best, grid, _edge_check(res), {f: list(tied[f]) for f in grid}),
                      *_bound_notes(res), *_tp_notes(res)]
     return res
+
+
+def plan_commands(res: PlanResult) -> list:
+    """The server command lines of a plan: vLLM's for the pick; SGLang's for the pick too, unless the grid compared
+    strategy ``sglang`` (SGLang's own scheduling, docs/model.md 6.5) and the pick is another strategy: then SGLang's
+    line is that of the best SGLang-scheduled configuration meeting the SLO (the first ``sglang`` row of the ranked
+    table), so SGLang's flags rest on SGLang's rules; [] without a pick."""
+    if res.best is None:
+        return []
+    vllm, sglang = server_commands(res.scenario(res.best["config"]), decided=res.grid)
+    strategies = [str(v) for v in res.grid.get("strategy", ())]
+    if "sglang" in strategies and res.best.get("strategy") != "sglang":
+        rows = res.table[(res.table["strategy"] == "sglang") & res.table["meets_slo"].astype(bool)]
+        if len(rows):
+            c = int(rows.iloc[0]["config"])
+            sglang = sglang_command(res.scenario(c), decided=res.grid)
+            sglang.note = (f"From the best configuration simulated with SGLang's scheduling (strategy 'sglang', "
+                           f"config {c}), not the pick ({res.best['strategy']}). " + sglang.note)
+    return [vllm, sglang]
 
 
 def _tp_notes(res: PlanResult) -> list[str]:

@@ -69,9 +69,13 @@ VLLM_COST_FIELDS = ("compute_eff", "bw_eff", "step_overhead_ms", "lora_ms_per_ad
                     "lora_us_per_token_slot", "frontend_ms")
 #: vLLM's simulated configuration: its scheduling, a paged KV cache grown on demand with recompute preemption,
 #: chunked prefill (V1's default), synchronous adapter loads, gpu_memory_utilization 0.9 (as in the fitted runs), the measured
-#: activation latency (6 ms + bytes over the link: engine/data/reference/vllm_lora_load_times.csv).
+#: activation latency (6 ms + bytes over the link: engine/data/reference/vllm_lora_load_times.csv), and its LoRA kernels'
+#: cost: every token at --max-lora-rank, taken as the largest adapter rank configured (lora_rank_padding "max_rank",
+#: docs/model.md 5.5; the fit is made under it: engine.calibration.vllm_runs.VLLM_LORA_RANK_PADDING), whatever the
+#: strategy compared on this server.
 VLLM_CONFIG = dict(strategy="vllm", kv_reservation="on_demand", kv_allocator="paged", chunked_prefill="auto",
-                   load_mode="sync", memory_mode="static", gpu_mem_util=0.9, load_latency_ms=6.0)
+                   lora_rank_padding="max_rank", load_mode="sync", memory_mode="static", gpu_mem_util=0.9,
+                   load_latency_ms=6.0)
 
 
 def vllm_server_fields(gpu: str) -> dict:
@@ -144,7 +148,7 @@ PROFILES: dict[str, ServerProfile] = {
     "slora": ServerProfile(
         "slora", "S-LoRA (unified pool, asynchronous prefetch)", "slora-a10g-s1", "slora",
         config=dict(gpu_mem_util=0.9, memory_mode="unified", load_mode="async", kv_reservation="full", kv_allocator="paged",
-                    chunked_prefill="auto", vram_budget_gb=0.0,
+                    chunked_prefill="auto", lora_rank_padding="auto", vram_budget_gb=0.0,
                     max_batch_size=SCENARIOS["slora-a10g-s1"]["max_batch_size"],
                     max_batched_tokens=SCENARIOS["slora-a10g-s1"]["max_batched_tokens"]),
         source="fitted to S-LoRA's own S1 runs on an A10G 24 GB (llama-7b; engine/data/reference/"
