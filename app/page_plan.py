@@ -32,7 +32,7 @@ import streamlit as st
 
 from app import charts, controls, exports, page_whatif
 from app.text import md_escape
-from engine import ENGINE_VERSION, ENUMS, ROUTERS, STRATEGIES, Scenario, planner, presets
+from engine import ENGINE_VERSION, ENUMS, ROUTERS, STRATEGIES, TP_SIZES, Scenario, planner, presets
 
 PREFIX = "plan_"
 K_OBJECTIVE = "plan_objective"
@@ -90,8 +90,9 @@ K_D_SLO_METRIC, K_D_SLO, K_D_SLO2_METRIC, K_D_SLO2 = "plan_d_slo_metric", "plan_
 K_D_TTFT = "plan_d_ttft"
 K_D_MAX_LORAS, K_D_CPU_LORAS = "plan_d_max_loras", "plan_d_cpu_loras"
 K_D_OBJECTIVE, K_D_REPS, K_D_BAND = "plan_d_objective", "plan_d_reps", "plan_d_band"
+K_D_TP = "plan_d_tp"
 #: Every control of the form, in its order (a test fills them all: nothing else may reach the plan).
-FORM_KEYS = (K_D_SERVER, K_D_MODEL, K_D_GPUS, K_D_ADAPTERS, K_D_RANKS, K_D_MODULES, K_D_RATE, K_D_PROMPT,
+FORM_KEYS = (K_D_SERVER, K_D_MODEL, K_D_GPUS, K_D_TP, K_D_ADAPTERS, K_D_RANKS, K_D_MODULES, K_D_RATE, K_D_PROMPT,
              K_D_OUTPUT, K_D_LENGTHS, K_D_SPREAD, K_D_POPULARITY, K_D_ZIPF, K_D_SLO_METRIC, K_D_SLO,
              K_D_SLO2_METRIC, K_D_SLO2, K_D_TTFT, K_D_OBJECTIVE, K_D_MAX_LORAS, K_D_CPU_LORAS, K_D_REPS, K_D_BAND)
 #: The form's numbers: key -> (min, max, integer) (the ranges of ``engine.Scenario``'s validation).
@@ -301,7 +302,8 @@ def _sanitize_deployment(single: Mapping[str, str], multi: Mapping[str, list[str
         clean[key] = str(int(v)) if integer else _num(v)
     if K_D_SLO2 in single and not single[K_D_SLO2]:
         clean[K_D_SLO2] = ""
-    for key, parse in ((K_D_RANKS, parse_ranks), (K_D_MAX_LORAS, parse_max_loras), (K_D_BAND, parse_band)):
+    for key, parse in ((K_D_RANKS, parse_ranks), (K_D_MAX_LORAS, parse_max_loras), (K_D_BAND, parse_band),
+                       (K_D_TP, parse_tp)):
         if key in single:
             try:
                 parse(single[key])
@@ -423,6 +425,16 @@ def parse_max_loras(text: str) -> list[int]:
     return sorted(set(_int_list(text, *INT_RANGES[K_MAX_LORAS], "max_loras values")))
 
 
+def parse_tp(text: str) -> list[int]:
+    """The form's tensor-parallel degrees ("4,8"): GPUs per replica, distinct, sorted; ValueError naming others."""
+    vals = sorted(set(_int_list(text, 1, 8, "GPUs per replica")))
+    bad = [t for t in vals if t not in TP_SIZES]
+    if bad:
+        raise ValueError(f"GPUs per replica: {', '.join(map(str, bad))} not allowed; allowed: "
+                         f"{', '.join(map(str, TP_SIZES))}")
+    return vals
+
+
 def parse_band(text: str) -> str:
     """The error band as typed: "auto" (the profile's measured error), "none" (no band) or a fraction in [0, 5]
     such as 0.2 (the cost model 20 % slower and faster), normalised; ValueError otherwise."""
@@ -462,7 +474,7 @@ def form_prefill(sc: Scenario | None) -> dict:
             K_D_ZIPF: float(d.zipf_s), K_D_SLO_METRIC: DEFAULT_METRIC, K_D_SLO: default_threshold(DEFAULT_METRIC),
             K_D_SLO2_METRIC: NONE, K_D_SLO2: None, K_D_TTFT: float(d.slo_ttft_ms),
             K_D_MAX_LORAS: ",".join(map(str, ml)), K_D_CPU_LORAS: d.max_cpu_loras, K_D_OBJECTIVE: DEFAULT_OBJECTIVE,
-            K_D_REPS: DEFAULT_REPLICATIONS, K_D_BAND: DEFAULT_BAND}
+            K_D_REPS: DEFAULT_REPLICATIONS, K_D_BAND: DEFAULT_BAND, K_D_TP: str(d.tensor_parallel_size)}
 
 
 def deployment_inputs(v: Mapping) -> tuple[Inputs | None, str | None]:
@@ -476,6 +488,7 @@ def deployment_inputs(v: Mapping) -> tuple[Inputs | None, str | None]:
         rank, ranks = parse_ranks(v[K_D_RANKS])
         ml = parse_max_loras(v[K_D_MAX_LORAS])
         band = parse_band(v[K_D_BAND])
+        tps = parse_tp(v[K_D_TP])
     except ValueError as e:
         return None, str(e)
     gpus = [g for g in presets.GPUS if g in (v[K_D_GPUS] or [])]
@@ -505,10 +518,10 @@ def deployment_inputs(v: Mapping) -> tuple[Inputs | None, str | None]:
             length_spread=float(v[K_D_SPREAD]), popularity=v[K_D_POPULARITY], zipf_s=float(v[K_D_ZIPF]),
             max_loras=ml[0], max_cpu_loras=int(v[K_D_CPU_LORAS]), slo_ttft_ms=float(v[K_D_TTFT]))
         base, first = None, None
-        for g in gpus:
+        for g, tp in ((g, tp) for tp in tps for g in gpus):  # the smallest group that fits, on the first GPU
             try:
-                base = d.replace(gpu=g).scenario().validate()
-                d = d.replace(gpu=g)
+                base = d.replace(gpu=g, tensor_parallel_size=tp).scenario().validate()
+                d = d.replace(gpu=g, tensor_parallel_size=tp)
                 break
             except ValueError as e:
                 first = first or f"{g}: {e}"
@@ -518,7 +531,9 @@ def deployment_inputs(v: Mapping) -> tuple[Inputs | None, str | None]:
         return None, f"This deployment cannot run on any candidate GPU ({first})."
     return Inputs(base_json=base.to_json(), objective=v[K_D_OBJECTIVE],
                   slo=tuple((m, float(t)) for m, t in slo.items()),
-                  grid=(("gpu", tuple(gpus)), ("max_loras", tuple(ml))), replications=int(v[K_D_REPS]), prices=(),
+                  grid=(("gpu", tuple(gpus)), ("max_loras", tuple(ml)),
+                        *((("tensor_parallel_size", tuple(tps)),) if len(tps) > 1 else ())),
+                  replications=int(v[K_D_REPS]), prices=(),
                   band=band, deployment=json.dumps(dataclasses.asdict(d), sort_keys=True)), None
 
 
@@ -935,6 +950,11 @@ def _deployment_form(state: controls.AppState) -> tuple[Inputs | None, str | Non
         v[K_D_GPUS] = r[2].multiselect(
             "Candidate GPUs", list(presets.GPUS), default=pre[K_D_GPUS], key=K_D_GPUS, placeholder="Choose GPUs",
             **kw, help="The GPUs to compare (the plan's gpu grid); each runs one server.")
+        v[K_D_TP] = st.text_input(
+            "GPUs per replica (tensor parallel)", value=pre[K_D_TP], key=K_D_TP, **kw,
+            help="One replica as a tensor-parallel group of this many GPUs (vLLM --tensor-parallel-size, SGLang "
+                 "--tp-size; 1, 2, 4 or 8), or several to compare (4,8): the plan counts GPUs as replicas x this. "
+                 "A 70B model needs 4 x 80 GB. Its all-reduces rest on an assumed latency (docs/model.md 5.7).")
         st.caption("Adapters")
         r = st.columns(3, gap="medium")
         v[K_D_ADAPTERS] = r[0].number_input(

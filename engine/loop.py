@@ -514,6 +514,23 @@ ADM_OK, ADM_STOP, ADM_WAIT, ADM_NOSLOT = 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _no_room_known(ip, A_i, S_f, a, threshold_ok):
+    """Absent adapter a gets no slot in this pass without a search: below the loading threshold, or (static
+    memory) at least as large as one for which no room could be made (SF_NOROOM: in a pass victims only become
+    fewer and the adapter bytes only grow, so none could be made for a; IP_FASTSKIP 0 searches anyway)."""
+    if not threshold_ok:
+        return True
+    return not ip[IP_UNIFIED] and ip[IP_FASTSKIP] != 0 and A_i[AI_MEMBYTES, a] >= S_f[SF_NOROOM]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _note_no_room(ip, A_i, S_f, a):
+    """No room could be made for absent adapter a (static memory): remember the smallest such size (SF_NOROOM)."""
+    if not ip[IP_UNIFIED] and A_i[AI_MEMBYTES, a] < S_f[SF_NOROOM]:
+        S_f[SF_NOROOM] = A_i[AI_MEMBYTES, a]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _room_possible(ip, fp, A_i, S_i, res_list, a):
     """Could room be made for absent adapter a now, without evicting anything (IP_LORA_FIRST)?  True when the
     resident adapters ``_make_room`` could not evict (loading, pinned or in use) leave a slot and, in static
@@ -551,13 +568,10 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
         if st == AS_LOADING:
             return ADM_WAIT
         if st == AS_ABSENT:
-            if not threshold_ok:
-                return ADM_NOSLOT
-            if not ip[IP_UNIFIED] and ip[IP_FASTSKIP] and A_i[AI_MEMBYTES, a] >= S_f[SF_NOROOM]:
+            if _no_room_known(ip, A_i, S_f, a, threshold_ok):
                 return ADM_NOSLOT
             if not _room_possible(ip, fp, A_i, S_i, res_list, a):
-                if not ip[IP_UNIFIED] and A_i[AI_MEMBYTES, a] < S_f[SF_NOROOM]:
-                    S_f[SF_NOROOM] = A_i[AI_MEMBYTES, a]
+                _note_no_room(ip, A_i, S_f, a)
                 return ADM_NOSLOT
     hit = 0  # blocks shared from its adapter's cached prefix entry: their tokens are not computed
     if ip[IP_PCACHE]:
@@ -601,16 +615,11 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
     if st == AS_LOADING:
         return ADM_WAIT
     if st == AS_ABSENT:
-        if not threshold_ok:
-            return ADM_NOSLOT
-        # (static memory: in this pass victims only become fewer and the adapter bytes only grow, so once no
-        # room could be made for an adapter, none could for one at least as large; IP_FASTSKIP 0 searches anyway)
-        if not ip[IP_UNIFIED] and ip[IP_FASTSKIP] and A_i[AI_MEMBYTES, a] >= S_f[SF_NOROOM]:
+        if _no_room_known(ip, A_i, S_f, a, threshold_ok):
             return ADM_NOSLOT
         if not _make_room(ip, fp, R_i, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, a, np.bool_(False),
                           blocks * fp[FP_BLOCK_BYTES]):
-            if not ip[IP_UNIFIED] and A_i[AI_MEMBYTES, a] < S_f[SF_NOROOM]:
-                S_f[SF_NOROOM] = A_i[AI_MEMBYTES, a]
+            _note_no_room(ip, A_i, S_f, a)
             return ADM_NOSLOT
         if ip[IP_UNIFIED] and S_f[SF_ADAPTER_BYTES] + A_i[AI_MEMBYTES, a] + (S_i[SI_KV_BLOCKS] + blocks) * fp[FP_BLOCK_BYTES] > fp[FP_POOL]:
             _reject(ip, fp, R_i, S_i, ev_t, ev_i, t, r)

@@ -33,7 +33,7 @@ ISSUE = {P.K_D_SERVER: "vllm", P.K_D_MODEL: "llama-3.1-8b", P.K_D_GPUS: ["h100-8
          P.K_D_LENGTHS: "lognormal", P.K_D_SPREAD: 1.0, P.K_D_POPULARITY: "zipf", P.K_D_ZIPF: 1.0,
          P.K_D_SLO_METRIC: "ttft_p99_ms", P.K_D_SLO: 500.0, P.K_D_SLO2_METRIC: "none", P.K_D_SLO2: None,
          P.K_D_TTFT: 500.0, P.K_D_MAX_LORAS: "16,32", P.K_D_CPU_LORAS: 0, P.K_D_OBJECTIVE: "max_rate",
-         P.K_D_REPS: 2, P.K_D_BAND: "auto"}
+         P.K_D_REPS: 2, P.K_D_BAND: "auto", P.K_D_TP: "1"}
 #: The same deployment as ``python -m engine plan --server vllm --set ...`` states it (max_loras: the first
 #: candidate; the plan's grid sets each).
 CLI_SETS = ["model=llama-3.1-8b", "gpu=h100-80gb", "num_adapters=300", "adapter_rank=16", "target_modules=qv",
@@ -286,3 +286,19 @@ def test_deployment_inputs_are_a_function_of_the_form_alone():
     assert set(pre[0]) == set(P.FORM_KEYS) == set(ISSUE)
     assert controls.sanitize_query({P.K_D_RANKS: ["8,16"], P.K_MODE: ["sidebar"]})[0] == {
         P.K_D_RANKS: "8,16", P.K_MODE: "sidebar"}
+
+
+def test_a_70b_deployment_plans_over_tensor_parallel_groups():
+    """GPUs per replica in the form: the base is the smallest group that fits (a 70B model: not 1 or 2 H100s), and
+    several degrees become the plan's tensor_parallel_size grid; a degree the engine does not allow is named."""
+    v = {**ISSUE, P.K_D_MODEL: "llama-3.1-70b", P.K_D_TP: "2,4,8", P.K_D_RANKS: "16"}
+    a, why = P.deployment_inputs(v)
+    assert why is None, why
+    assert Scenario.from_json(a.base_json).tensor_parallel_size == 4
+    assert dict(a.grid)["tensor_parallel_size"] == (2, 4, 8)
+    one, why = P.deployment_inputs({**v, P.K_D_TP: "1"})
+    assert one is None and "tensor_parallel_size" in why
+    bad, why = P.deployment_inputs({**v, P.K_D_TP: "3"})
+    assert bad is None and why.startswith("GPUs per replica: 3 not allowed; allowed: 1, 2, 4, 8")
+    clean, issues = controls.sanitize_query({P.K_D_TP: ["4,16"]})
+    assert P.K_D_TP not in clean and "GPUs per replica" in issues[0].message

@@ -69,14 +69,16 @@ def test_crossover_strategies_identical_in_effect_tie_in_every_cell():
     assert "4 paired replications" in captions
 
 
-def test_crossover_twins_never_win_and_the_bound_never_wins():
+def test_crossover_the_bound_never_wins_and_a_win_is_outside_the_noise():
+    # (up to engine 0.6 this test also took naive and vllm for twins here; they are not: with 200 adapters in a
+    # 1 GiB budget slots are busy, naive's queue head waits for its adapter while vllm passes over it, and vllm
+    # prefills in chunks: on the refitted vLLM profile of engine 0.7 vllm wins a cell outside the noise. Twins
+    # that are identical by construction: test_crossover_strategies_identical_in_effect_tie_in_every_cell)
     at = open_page("crossover", **SMALL, strategy=["naive", "vllm", "batch", "oracle"])
     t = crossover_table(at)
     assert len(t) == 9
     winners = set(t["winner"].dropna())
-    # naive and vllm are one strategy in effect: whenever either has the lowest mean, the other ties with it
-    assert not winners & {"naive", "vllm", "oracle"}
-    assert set(t.loc[t["best"].isin(["naive", "vllm"]), "status"]) <= {"tie"}
+    assert "oracle" not in winners
     assert "oracle" not in set(t["best"].dropna()) and t["not_ranked"].str.contains("oracle").all()
     # a win is a paired CI above zero; a tie's CI includes zero
     wins, ties = t[t["status"] == "win"], t[t["status"] == "tie"]

@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from frames import frames_equal
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from legacy import legacy_preset
@@ -46,14 +47,7 @@ def _trace(arrivals, prompts, outputs) -> Workload:
 
 
 def _frames_equal(a: S.SimResult, b: S.SimResult, skip=("chunked_prefill_on",)) -> None:
-    pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
-    pd.testing.assert_frame_equal(a.timeseries, b.timeseries, check_exact=True)
-    pd.testing.assert_frame_equal(a.events, b.events, check_exact=True)
-    assert a.summary.keys() == b.summary.keys()
-    for k, v in a.summary.items():
-        if k not in skip:
-            w = b.summary[k]
-            assert v == w or (isinstance(v, float) and math.isnan(v) and math.isnan(w)), (k, v, w)
+    frames_equal(a, b, skip)
 
 
 def _first_s(req: pd.DataFrame) -> np.ndarray:

@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from frames import frames_equal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -52,16 +53,7 @@ def _fleet_direct(sc: Scenario, lockstep: bool = True) -> S.SimResult:
 
 
 def _same_result(a: S.SimResult, b: S.SimResult, skip_summary=()) -> None:
-    pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
-    pd.testing.assert_frame_equal(a.timeseries, b.timeseries, check_exact=True)
-    pd.testing.assert_frame_equal(a.events, b.events, check_exact=True)
-    pd.testing.assert_frame_equal(a.replicas, b.replicas, check_exact=True)
-    pd.testing.assert_frame_equal(a.timeseries_by_replica, b.timeseries_by_replica, check_exact=True)
-    assert a.summary.keys() == b.summary.keys()
-    for k, v in a.summary.items():
-        if k not in skip_summary:
-            w = b.summary[k]
-            assert v == w or (isinstance(v, float) and math.isnan(v) and math.isnan(w)), (k, v, w)
+    frames_equal(a, b, skip_summary, replicas=True)
 
 
 # ------------------------------------------------------------------------------ one replica, resumable loop

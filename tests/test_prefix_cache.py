@@ -16,6 +16,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from frames import frames_equal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -41,14 +42,7 @@ def _sc(**kw) -> Scenario:
 
 
 def _frames_equal(a, b, skip=()) -> None:
-    pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
-    pd.testing.assert_frame_equal(a.timeseries, b.timeseries, check_exact=True)
-    pd.testing.assert_frame_equal(a.events, b.events, check_exact=True)
-    assert a.summary.keys() == b.summary.keys()
-    for k, v in a.summary.items():
-        if k not in skip:
-            w = b.summary[k]
-            assert v == w or (isinstance(v, float) and math.isnan(v) and math.isnan(w)), (k, v, w)
+    frames_equal(a, b, skip)
 
 
 def _with_prefix(sc: Scenario) -> np.ndarray:
