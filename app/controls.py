@@ -674,9 +674,13 @@ def conditions(sc: Scenario) -> str:
     else:
         load = f"{sc.arrival_rate_rps:g} req/s {sc.arrival_process}"
     pop = f"Zipf s={sc.zipf_s:g}" if sc.popularity == "zipf" else f"power law alpha={sc.power_alpha:g}"
-    return (f"{g.label} · {m.label} · {load} · {sc.num_adapters} adapters (rank {sc.adapter_rank}, "
-            f"{pop}) · {sc.vram_budget_gb:g} GiB adapter budget · PCIe {sc.pcie_gbps:g} GB/s · "
-            f"{sc.duration_s:g} s simulated")
+    tp = sc.tensor_parallel_size
+    gpu = f"{tp} x {g.label} (tensor parallel)" if tp > 1 else g.label
+    budget = f"{sc.vram_budget_gb:g} GiB adapter budget" + (" per GPU" if tp > 1 else "")
+    prefix = (f" · a {sc.prefix_tokens}-token shared prefix on {sc.prefix_share:.0%} of requests"
+              if sc.prefix_tokens > 0 and sc.prefix_share > 0 else "")
+    return (f"{gpu} · {m.label} · {load} · {sc.num_adapters} adapters (rank {sc.adapter_rank}, "
+            f"{pop}){prefix} · {budget} · PCIe {sc.pcie_gbps:g} GB/s · {sc.duration_s:g} s simulated")
 
 
 def url_params(values: Mapping[str, Any], fields: Mapping[str, Any] | None = None) -> dict[str, str | list[str]]:

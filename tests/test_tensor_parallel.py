@@ -314,3 +314,13 @@ def test_allreduce_check_is_the_model_against_the_file():
     assert (t["median_error"] < 0).all()
     dec = t[t["size_band"] == "64 KiB-1 MiB"]
     assert dec["median_error"].between(-0.85, -0.6).all()
+
+
+def test_the_page_titles_say_the_group_and_the_prefix():
+    from app import controls
+    base = Scenario.from_preset("default")
+    assert controls.conditions(base).startswith(base.gpu_spec.label + " · ")  # one GPU: as before
+    sc = base.replace(model="llama-3.1-70b", tensor_parallel_size=4, prefix_tokens=1000, prefix_share=0.8)
+    line = controls.conditions(sc)
+    assert line.startswith("4 x NVIDIA H100 80 GB (SXM5) (tensor parallel) · Llama-3.1-70B")
+    assert "1 GiB adapter budget per GPU" in line and "a 1000-token shared prefix on 80% of requests" in line
