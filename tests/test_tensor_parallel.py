@@ -314,6 +314,12 @@ def test_allreduce_check_is_the_model_against_the_file():
     assert (t["median_error"] < 0).all()
     dec = t[t["size_band"] == "64 KiB-1 MiB"]
     assert dec["median_error"].between(-0.85, -0.6).all()
+    # the caveat every tp > 1 answer carries states the measured range of those small sizes and the assumed latencies
+    from engine.calibration.allreduce_check import MEASURED_SMALL_US, allreduce_caveat
+    small = t[t["size_band"].isin(["< 64 KiB", "64 KiB-1 MiB"])]["measured_median_ms"] * 1e3
+    assert (round(small.min()), round(small.max())) == MEASURED_SMALL_US
+    assert f"{MEASURED_SMALL_US[0]}-{MEASURED_SMALL_US[1]} us" in allreduce_caveat()
+    assert f"{NVLINK_LATENCY_US:g} us per all-reduce on NVLink, {PCIE_LATENCY_US:g} us on PCIe" in allreduce_caveat()
 
 
 def test_the_page_titles_say_the_group_and_the_prefix():

@@ -15,13 +15,30 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..presets.interconnect import allreduce_seconds, gpu_link
+from ..presets.interconnect import NVLINK_LATENCY_US, PCIE_LATENCY_US, allreduce_seconds, gpu_link
 from .refdata import _ref
 
 ALLREDUCE_CSV = "network_profiles/vidur_all_reduce.csv"
 #: Message sizes (bytes, [low, high)): a decode step of 8-256 tokens of a 4096-8192 hidden size moves 64 KiB-4 MiB.
 SIZE_BANDS = ((0, 64 * 1024, "< 64 KiB"), (64 * 1024, 1 << 20, "64 KiB-1 MiB"), (1 << 20, 16 << 20, "1-16 MiB"),
               (16 << 20, 1 << 40, ">= 16 MiB"))
+
+
+#: The measured NCCL all-reduce times below 1 MiB (the decode steps' sizes): the range of the median per GPU, group
+#: size and size band, microseconds (tests/test_tensor_parallel.py recomputes it from the file).
+MEASURED_SMALL_US = (20, 55)
+#: What the assumed latency moves: Llama-3.1-70B on 4 H100s, mean TPOT at 40 us against 8 us (docs/model.md 5.7).
+SENSITIVITY = "at 40 us, Llama-3.1-70B on 4 H100s decodes about 24 % slower"
+
+
+def allreduce_caveat() -> str:
+    """The all-reduce model's standing in words, for every answer at tensor_parallel_size > 1 (the calibration
+    status, the plan's notes): assumed, not fitted; how far the measurement is; what it moves."""
+    lo, hi = MEASURED_SMALL_US
+    return (f"an assumed latency ({NVLINK_LATENCY_US:g} us per all-reduce on NVLink, {PCIE_LATENCY_US:g} us on "
+            f"PCIe; not fitted, and not validated for vLLM's own all-reduce path); NCCL kernels profiled by Vidur "
+            f"take {lo}-{hi} us at decode sizes (engine.calibration.allreduce_check); {SENSITIVITY} "
+            "(docs/model.md 5.7)")
 
 
 def allreduce_profiles(path=None) -> pd.DataFrame:

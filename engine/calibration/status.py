@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..presets.servers import PROFILES, ServerProfile
 from ..scenario import Scenario
+from .allreduce_check import allreduce_caveat
 
 #: The cost-model parameters a calibration fits (engine/calibration/fitting.py FIT_BOUNDS and
 #: the vLLM runs' extra ones), with the cost model and the scheduling they were fitted under
@@ -150,10 +151,7 @@ def _tp_caveat(sc: Scenario) -> str:
     """What the band leaves out at tensor_parallel_size > 1: the all-reduce model is assumed, not fitted."""
     if sc.tensor_parallel_size == 1:
         return ""
-    return (" Not in the band: the tensor-parallel all-reduces, an unfitted model (latency assumed 8 us per "
-            "all-reduce on NVLink, 25 us on PCIe; NCCL kernels profiled by Vidur take 20-55 us at decode sizes: "
-            "engine.calibration.allreduce_check; at 40 us, Llama-3.1-70B on 4 H100s decodes about 24 % slower: "
-            "docs/model.md 5.7).")
+    return f" Not in the band: the tensor-parallel all-reduces, {allreduce_caveat()}."
 
 
 def calibration_status(sc: Scenario) -> CalibrationStatus:

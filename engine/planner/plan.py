@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..calibration.allreduce_check import allreduce_caveat
 from ..metrics import mean_ci
 from ..ranking import rank
 from ..scenario import ENUMS, MAX_REPLICAS, Scenario, coerce
@@ -307,10 +308,7 @@ def _tp_notes(res: PlanResult) -> list[str]:
     tp = int(res.best.get("tensor_parallel_size", res.base.tensor_parallel_size))
     if tp <= 1:
         return []
-    return [f"Not in that band: the all-reduces of the {tp}-GPU groups come from an assumed latency (8 us per "
-            "all-reduce on NVLink, 25 us on PCIe), not validated for vLLM's path; NCCL kernels measured by Vidur take "
-            "20-55 us at decode sizes (engine.calibration.allreduce_check); at 40 us Llama-3.1-70B on 4 H100s "
-            "decodes about 24 % slower (docs/model.md 5.7)."]
+    return [f"Not in that band: the all-reduces of the {tp}-GPU groups come from {allreduce_caveat()}."]
 
 
 def _value_name(objective: str) -> str:
