@@ -636,6 +636,22 @@ def default_baseline(strategies: Sequence[str]) -> str | None:
     return "naive" if "naive" in strategies else (strategies[0] if strategies else None)
 
 
+def step_values(values: Mapping[str, Any], key: str, steps: Sequence[int]) -> list[dict]:
+    """``values`` with the slider ``key`` moved by each of ``steps`` (in slider steps; as the slider's arrow keys
+    move it: value + n x step), in order, those outside the slider's range left out; [] if ``key`` is not a
+    slider shown with these values."""
+    c = BY_KEY.get(key)
+    if c is None or c.kind != "slider" or key not in values or c.bounds is None:
+        return []
+    lo, hi, step = c.bounds(values)
+    out = []
+    for n in steps:
+        v = values[key] + n * step
+        if lo <= v <= hi:
+            out.append({**values, key: c.dtype(v)})
+    return out
+
+
 def share_query(values: Mapping[str, Any], fields: Mapping[str, Any] | None = None,
                 page_params: Mapping[str, str | Sequence[str]] | None = None) -> str:
     """Short query string (``?`` not included) that reproduces ``values``: only the controls that differ from

@@ -81,44 +81,47 @@ st.set_page_config(page_title="LoRA What-If", page_icon=":material/memory:", lay
 # KPI values small enough for six tiles in a row with their units.
 st.html("<style>[data-testid='stMainBlockContainer']{padding-top:2.5rem}"
         "[data-testid='stMetricValue']{font-size:1.85rem}</style>")
-page = st.navigation(pages(), position="top")
-spec = BY_PATH[page.url_path or PAGES[0].url_path]  # the default page's url_path is ""
-if spec.scenario:
-    # Right after st.navigation: the browser then records the page's URL with the scenario restored
-    # (one history entry) rather than without it (see controls.restore_url).
-    controls.restore_url()
-controls.sanitize_url_once(spec.scenario)
-warm = runner.warmup_future()  # started by the first session; the sidebar is drawn while it compiles
-# Pages that ignore the shared scenario get no controls (they would do nothing there) and no
-# scenario share link (their URL is enough); controls.py ("Persistence") keeps the scenario
-# for the next page that uses it.
-if spec.scenario:
-    share = st.sidebar.container()  # the share link, at the top of the sidebar (filled once the page ran)
-    state = controls.render_sidebar()
-else:
-    controls.render_stored()
-    *others, last = [p.title for p in PAGES if p.scenario]
-    st.sidebar.caption(f"This page does not use the scenario controls: they are on the {', '.join(others)} and "
-                       f"{last} pages, which keep what you set there.")
-st.sidebar.caption(f"LoRA What-If · engine {ENGINE_VERSION}")
-if spec.simulates:
-    wait([warm], timeout=2.0)  # a filled cache loads the kernels in well under that: no message then
-if not warm.done() and spec.simulates:
-    # A fresh install compiles the simulator's kernels once (Numba; then they load from its cache in a second):
-    # say so, with the time it has taken, while the controls above stay usable.
-    with st.status("Compiling the simulator's kernels for this machine (once per install; later starts load "
-                   "them in about a second)...", expanded=True) as box:
-        note = st.empty()
-        while not warm.done():
-            note.caption(f"{time.time() - warm.started_at:.0f} s so far; on a 2-core machine this takes 15-30 s. "
-                         "The results appear here when it is done.")
-            time.sleep(0.5)
-        box.update(label="The simulator is ready.", state="complete", expanded=False)
-if warm.done() and warm.exception() is not None:  # the engine itself is broken: say so, not a bare traceback
-    e = warm.exception()
-    st.error(f"The simulation engine failed to start ({type(e).__name__}: {e}).", icon=":material/error:")
-    st.stop()
-page.run()
-if spec.scenario:
-    # After the page: its own URL-bound settings (e.g. What-if's replications) are in the link too.
-    controls.render_share(state, page.url_path, share)
+# The whole run is a rerun in progress for the simulation workers: their speculative runs (runner.anticipate)
+# wait until no session is rendering.
+with runner.SCHEDULER.rendering():
+    page = st.navigation(pages(), position="top")
+    spec = BY_PATH[page.url_path or PAGES[0].url_path]  # the default page's url_path is ""
+    if spec.scenario:
+        # Right after st.navigation: the browser then records the page's URL with the scenario restored
+        # (one history entry) rather than without it (see controls.restore_url).
+        controls.restore_url()
+    controls.sanitize_url_once(spec.scenario)
+    warm = runner.warmup_future()  # started by the first session; the sidebar is drawn while it compiles
+    # Pages that ignore the shared scenario get no controls (they would do nothing there) and no
+    # scenario share link (their URL is enough); controls.py ("Persistence") keeps the scenario
+    # for the next page that uses it.
+    if spec.scenario:
+        share = st.sidebar.container()  # the share link, at the top of the sidebar (filled once the page ran)
+        state = controls.render_sidebar()
+    else:
+        controls.render_stored()
+        *others, last = [p.title for p in PAGES if p.scenario]
+        st.sidebar.caption(f"This page does not use the scenario controls: they are on the {', '.join(others)} and "
+                           f"{last} pages, which keep what you set there.")
+    st.sidebar.caption(f"LoRA What-If · engine {ENGINE_VERSION}")
+    if spec.simulates:
+        wait([warm], timeout=2.0)  # a filled cache loads the kernels in well under that: no message then
+    if not warm.done() and spec.simulates:
+        # A fresh install compiles the simulator's kernels once (Numba; then they load from its cache in a second):
+        # say so, with the time it has taken, while the controls above stay usable.
+        with st.status("Compiling the simulator's kernels for this machine (once per install; later starts load "
+                       "them in about a second)...", expanded=True) as box:
+            note = st.empty()
+            while not warm.done():
+                note.caption(f"{time.time() - warm.started_at:.0f} s so far; on a 2-core machine this takes 15-30 s. "
+                             "The results appear here when it is done.")
+                time.sleep(0.5)
+            box.update(label="The simulator is ready.", state="complete", expanded=False)
+    if warm.done() and warm.exception() is not None:  # the engine itself is broken: say so, not a bare traceback
+        e = warm.exception()
+        st.error(f"The simulation engine failed to start ({type(e).__name__}: {e}).", icon=":material/error:")
+        st.stop()
+    page.run()
+    if spec.scenario:
+        # After the page: its own URL-bound settings (e.g. What-if's replications) are in the link too.
+        controls.render_share(state, page.url_path, share)

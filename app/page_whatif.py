@@ -418,6 +418,37 @@ def _charts(results: Mapping[str, Mapping], sc, n_reps: int) -> None:
         show(charts.timeseries_chart(ts, choice, height=320, legend=True))
 
 
+K_LAST = "_wi_last_values"   # the slider values of this session's previous rerun (which one moved)
+#: The slider ``_anticipate`` steps when none moved since the previous rerun (a first visit, another control).
+ANTICIPATE_DEFAULT = "arrival_rate_rps"
+
+
+def anticipated_values(values: Mapping, last: Mapping | None) -> list[dict]:
+    """The control values one slider step away that the next rerun most likely asks for: the slider that moved
+    since ``last`` (the previous rerun's values), one step on in the direction it moved, then one step back; the
+    arrival rate, one step up and one down, when no slider moved."""
+    moved = [c for c in controls.CONTROLS if c.kind == "slider" and last and c.key in values and c.key in last
+             and values[c.key] != last[c.key]]
+    key, d = (moved[0].key, 1 if values[moved[0].key] > last[moved[0].key] else -1) if moved \
+        else (ANTICIPATE_DEFAULT, 1)
+    return controls.step_values(values, key, [d, -d])
+
+
+def _anticipate(state, n_reps: int) -> None:
+    """Speculative runs of the scenarios one slider step away (``anticipated_values``) on idle workers
+    (``runner.anticipate``): a step to one of them is a cache hit."""
+    ss = st.session_state
+    last = ss.get(K_LAST)
+    ss[K_LAST] = {k: v for k, v in state.values.items() if not k.startswith("_")}
+    scenarios = []
+    for vals in anticipated_values(state.values, last):
+        try:
+            scenarios.append(controls.build_scenario(vals, state.base)[0])
+        except ValueError:
+            continue  # not a valid scenario: the step, if taken, reports it
+    runner.anticipate(scenarios, state.strategies, n_reps)
+
+
 def render() -> None:
     state = controls.current()
     controls.show_header(state, "What-if", help="Every selected strategy serves the same simulated request "
@@ -526,6 +557,8 @@ def render() -> None:
 
     # ------------------------------------------------------------- export / import
     st.subheader("Export and import")
+    if trace is None:
+        _anticipate(state, min(2, cap) if auto and cap >= 2 else n_reps)
     e = st.columns(4)
     req_frames = {s: r["requests"] for s, r in results.items()}
     e[0].download_button("Per-request CSV", data=lambda: exports.requests_csv(req_frames), file_name="requests.csv",

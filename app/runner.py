@@ -19,6 +19,11 @@ Simulation workers (``run_replications``): ``RUN_THREADS`` threads per server pr
   queued jobs), or the rerun waiting for it is asked to stop or rerun (Streamlit's stop/rerun
   request, checked every ``POLL_S`` while waiting; the run then stops or reruns as at any
   ``st`` call).
+* Speculative jobs (``anticipate``: the scenarios one slider step away, computed while the user
+  reads the page) wait in a second queue per session and start only when no session has a job
+  of the first kind queued, so they take idle workers only: a rerun of any session waits at most
+  for the speculative runs already started (one run each, bounded by the per-run caps).  A
+  session's newer rerun or newer speculation drops its speculative jobs not started.
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import FIRST_EXCEPTION, Future, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,7 +95,12 @@ def warmup() -> float:
     return warmup_future().result()
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+#: Full results kept (about 0.6 MB each at the default scenario's 4,000 requests): the current reruns of a few
+#: sessions and what ``anticipate`` computed for their next slider step.
+FULL_CACHE_ENTRIES = 128
+
+
+@st.cache_data(max_entries=FULL_CACHE_ENTRIES, show_spinner=False)
 def _full(scenario_json: str, engine_version: str, trace_digest: str | None = None,
           _trace: bytes | None = None) -> dict:
     sc = Scenario.from_json(scenario_json)
@@ -206,6 +217,7 @@ class _Job:
 @dataclass
 class _Session:
     queue: deque = field(default_factory=deque)   # _Job, oldest first
+    spec: deque = field(default_factory=deque)    # speculative _Job, oldest first: only when no session has queue
     running: int = 0
     served: int = 0                                # the dispatch tick of its last started job (0: never)
 
@@ -218,7 +230,7 @@ class FairScheduler:
     older generations are dropped first (cancelled, never run).  ``cancel(futures)`` drops the ones not
     started.  A job's exception is set on its future.  The threads start with the first job."""
 
-    def __init__(self, workers: int, name: str = "whatif-sim"):
+    def __init__(self, workers: int, name: str = "whatif-sim", spec_delay_s: float = 0.0):
         self.workers = max(1, int(workers))
         self.name = name
         self._cv = threading.Condition()
@@ -227,23 +239,45 @@ class FairScheduler:
         self._tick = itertools.count(1)
         self._threads: list[threading.Thread] = []
         self._closed = False
+        self._rendering = 0          # script runs in progress (``rendering``): no speculative job starts meanwhile
+        self._idle_since = 0.0       # time.monotonic() when the last one ended
+        self.spec_delay_s = spec_delay_s   # and speculative jobs wait this long after it
+
+    @contextmanager
+    def rendering(self):
+        """Around a script run: speculative jobs start only when no script run is in progress and the last one
+        ended ``spec_delay_s`` ago (its page sent, the browser drawing it), so they never slow a rerun down by
+        more than the runs already started."""
+        with self._cv:
+            self._rendering += 1
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._rendering -= 1
+                self._idle_since = time.monotonic()
+                self._cv.notify_all()
 
     def submit(self, key: Hashable, fn: Callable[..., Any], calls: Iterable[tuple], *,
-               supersede: bool = False) -> list[Future]:
+               supersede: bool = False, speculative: bool = False) -> list[Future]:
         futures: list[Future] = []
         with self._cv:
             if self._closed:
                 raise RuntimeError("FairScheduler: submit after shutdown")
             gen = next(self._generation)
             sess = self._sessions.setdefault(key, _Session())
-            stale = [j for j in sess.queue if j.generation < gen] if supersede else []
+            stale = [j for j in sess.queue if j.generation < gen] if supersede and not speculative else []
             if stale:
                 sess.queue = deque(j for j in sess.queue if j.generation >= gen)
+            if supersede or speculative:  # a newer rerun or speculation drops the older speculation
+                stale += sess.spec
+                sess.spec = deque()
+            target = sess.spec if speculative else sess.queue
             for args in calls:
                 futures.append(Future())
-                sess.queue.append(_Job(futures[-1], fn, tuple(args), gen))
+                target.append(_Job(futures[-1], fn, tuple(args), gen))
             self._forget_if_idle(key)
-            while len(self._threads) < min(self.workers, sum(len(s.queue) + s.running
+            while len(self._threads) < min(self.workers, sum(len(s.queue) + len(s.spec) + s.running
                                                              for s in self._sessions.values())):
                 t = threading.Thread(target=self._work, name=f"{self.name}_{len(self._threads)}", daemon=True)
                 self._threads.append(t)
@@ -259,27 +293,41 @@ class FairScheduler:
         dropped: list[_Job] = []
         with self._cv:
             for key, sess in list(self._sessions.items()):
-                if any(j.future in drop for j in sess.queue):
-                    dropped += [j for j in sess.queue if j.future in drop]
-                    sess.queue = deque(j for j in sess.queue if j.future not in drop)
-                    self._forget_if_idle(key)
+                for name in ("queue", "spec"):
+                    q = getattr(sess, name)
+                    if any(j.future in drop for j in q):
+                        dropped += [j for j in q if j.future in drop]
+                        setattr(sess, name, deque(j for j in q if j.future not in drop))
+                self._forget_if_idle(key)
         for j in dropped:
             j.future.cancel()
         return len(dropped)
 
     def load(self, key: Hashable) -> tuple[int, int]:
-        """(jobs queued, jobs running) of the session ``key``."""
+        """(jobs queued, jobs running) of the session ``key`` (speculative jobs queued: ``speculating``)."""
         with self._cv:
             sess = self._sessions.get(key)
             return (len(sess.queue), sess.running) if sess else (0, 0)
+
+    def pending(self) -> int:
+        """Jobs of every session queued, speculative or running (0: the workers are idle)."""
+        with self._cv:
+            return sum(len(s.queue) + len(s.spec) + s.running for s in self._sessions.values())
+
+    def speculating(self, key: Hashable) -> int:
+        """Speculative jobs of the session ``key`` queued (not started)."""
+        with self._cv:
+            sess = self._sessions.get(key)
+            return len(sess.spec) if sess else 0
 
     def shutdown(self, wait: bool = True) -> None:
         """Drop every queued job; the threads end after their current job (joined if ``wait``)."""
         with self._cv:
             self._closed = True
-            dropped = [j for s in self._sessions.values() for j in s.queue]
+            dropped = [j for s in self._sessions.values() for j in (*s.queue, *s.spec)]
             for key, s in list(self._sessions.items()):
                 s.queue.clear()
+                s.spec.clear()
                 self._forget_if_idle(key)
             self._cv.notify_all()
         for j in dropped:
@@ -291,17 +339,25 @@ class FairScheduler:
 
     def _forget_if_idle(self, key: Hashable) -> None:
         sess = self._sessions.get(key)
-        if sess is not None and not sess.queue and not sess.running:
+        if sess is not None and not sess.queue and not sess.spec and not sess.running:
             del self._sessions[key]  # nothing queued or running: no state kept for the session
 
     def _next(self) -> tuple[Hashable, _Job] | None:
         """Under the lock: the next job by the rule, marked running; None once shut down."""
         while True:
+            kind = "queue"
             ready = [(s.running, s.served, k) for k, s in self._sessions.items() if s.queue]
+            wake = None
+            if not ready and not self._rendering:  # speculation: only while no rerun is queued or rendering
+                kind, now = "spec", time.monotonic()
+                quiet = self._idle_since + self.spec_delay_s
+                ready = [(s.running, s.served, k) for k, s in self._sessions.items() if s.spec] if quiet <= now else []
+                if not ready and any(s.spec for s in self._sessions.values()):
+                    wake = quiet - now
             if ready:
                 key = min(ready, key=lambda r: r[:2])[2]
                 sess = self._sessions[key]
-                job = sess.queue.popleft()
+                job = getattr(sess, kind).popleft()
                 if not job.future.set_running_or_notify_cancel():
                     self._forget_if_idle(key)
                     continue  # cancelled by its caller (Future.cancel) while queued
@@ -310,7 +366,7 @@ class FairScheduler:
                 return key, job
             if self._closed:
                 return None
-            self._cv.wait()
+            self._cv.wait(timeout=wake)
 
     def _work(self) -> None:
         while True:
@@ -332,8 +388,17 @@ class FairScheduler:
                 self._cv.notify_all()
 
 
+#: Off with ``LORA_WHATIF_ANTICIPATE=0`` in the server's environment: no speculative simulations.
+ANTICIPATE = os.environ.get("LORA_WHATIF_ANTICIPATE", "1").strip() != "0"
+#: At most this many simulated requests per ``anticipate`` call, all its runs together (the rest is not queued).
+ANTICIPATE_MAX_REQUESTS = 400_000
+#: Seconds after the last script run ended before a speculative run starts: its page is sent and drawn first
+#: (two simulation threads holding the GIL for their Python parts delayed a page by ~250 ms in Chromium).
+ANTICIPATE_DELAY_S = 0.15
+
+
 #: One scheduler per server process, shared fairly by its sessions (the module docstring).
-SCHEDULER = FairScheduler(RUN_THREADS)
+SCHEDULER = FairScheduler(RUN_THREADS, spec_delay_s=ANTICIPATE_DELAY_S)
 
 
 def _session_key(ctx) -> Hashable:
@@ -361,6 +426,49 @@ def _gather(futures: list[Future], yield_check: Callable[[], None] | None) -> li
         raise
 
 
+def _replication(sc: Scenario, strategy: str, k: int, trace: dict | None = None, summaries_only: bool = False):
+    """Replication ``k`` of ``strategy`` on ``sc`` as ``run_replications`` asks for it (the full result of
+    replication 0, else a summary at seed + k), through the caches."""
+    if k == 0 and not summaries_only:
+        return run(sc.replace(strategy=strategy), trace)
+    return summary(sc.replace(strategy=strategy, seed=sc.seed + k))
+
+
+
+
+def anticipate(scenarios: Iterable[Scenario], strategies: list[str], n_reps: int) -> int:
+    """Queue, as speculative jobs of this session (``FairScheduler``: idle workers only, dropped by the session's
+    next rerun), the runs ``run_replications(sc, strategies, n_reps)`` would ask for on each scenario, in the
+    order given, so that a slider step to one of them finds its results in the cache (or in flight: ``once``).
+    Open-loop generated scenarios only, at most ``ANTICIPATE_MAX_REQUESTS`` simulated requests in all; nothing
+    with ``ANTICIPATE`` off.  Returns the number of runs queued."""
+    if not ANTICIPATE or n_reps < 1:
+        return 0
+    ctx = get_script_run_ctx()
+    calls, budget = [], ANTICIPATE_MAX_REQUESTS
+    for sc in scenarios:
+        sc = capped(sc)
+        if sc.arrival_process == "closed" or sc.trace:
+            continue
+        cost = sc.arrival_rate_rps * sc.duration_s * len(strategies) * n_reps
+        if cost > budget:
+            break
+        budget -= cost
+        calls += [(sc, s, k) for s in strategies for k in range(n_reps)]
+
+    def job(sc: Scenario, s: str, k: int) -> None:
+        if ctx is not None:
+            add_script_run_ctx(threading.current_thread(), ctx)
+        try:
+            _replication(sc, s, k)  # into the caches; nothing kept here
+        except ValueError:
+            pass  # the rerun that asks for it, if any, reports it
+
+    if calls:
+        SCHEDULER.submit(_session_key(ctx), job, calls, speculative=True)
+    return len(calls)
+
+
 def run_replications(sc: Scenario, strategies: list[str], n_reps: int, trace: dict | None = None,
                      summaries_only: bool = False, first: int = 0
                      ) -> tuple[dict[str, dict], dict[str, list[dict]], dict[str, str]]:
@@ -378,9 +486,7 @@ def run_replications(sc: Scenario, strategies: list[str], n_reps: int, trace: di
         if ctx is not None:
             add_script_run_ctx(threading.current_thread(), ctx)
         try:
-            if k == 0 and not summaries_only:
-                return run(sc.replace(strategy=s), trace)
-            return summary(sc.replace(strategy=s, seed=sc.seed + k))
+            return _replication(sc, s, k, trace, summaries_only)
         except ValueError as e:
             return e
 
