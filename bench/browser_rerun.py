@@ -1,6 +1,6 @@
 """Dashboard rerun time in a real browser, against an empty one-slider Streamlit page in the same run.
 
-    python bench/browser_rerun.py [--reruns 5] [--query "?wi_reps=3"]
+    python bench/browser_rerun.py [--reruns 5] [--query "?wi_reps=3"] [--think-ms 0] [--no-anticipate]
 
 Starts two Streamlit servers on free ports: ``app/main.py`` and a page with one slider and one line
 of text.  In Debian's headless Chromium (Playwright, never a downloaded browser) each page is opened
@@ -9,7 +9,12 @@ the key press until the page is idle — its text has changed, the server has fi
 ``new_session`` and ``script_finished`` messages, read off the WebSocket), Streamlit's status widget
 is gone, and no DOM mutation has happened for ``QUIET_MS`` — taking the time of the last mutation as
 the end (a MutationObserver records it).  Prints the median and every run for both pages and their
-ratio.
+ratio, and when the server's ``script_finished`` arrived (the rest is the browser drawing).
+
+``--think-ms``: after the page is idle, wait that long before the next key press (a person reading the page);
+the server simulates the next slider step meanwhile (``app.runner.anticipate``), so a step that comes after
+the speculative runs have finished reads their results.  ``--no-anticipate`` starts the dashboard with
+``LORA_WHATIF_ANTICIPATE=0``: every step simulates (what a step the server did not anticipate costs).
 
 Why the server's word on the run: Streamlit shows its status widget only after 500 ms of running, so a
 rerun that draws its first elements and then computes for more than ``QUIET_MS`` (the simulations,
@@ -110,7 +115,7 @@ def _wait_run_done(pg, runs: dict, starts_before: int, timeout_s: float = 180) -
     pg.wait_for_function(IDLE_JS)
 
 
-def _measure(browser, url: str, reruns: int, server: list | None = None) -> list[float]:
+def _measure(browser, url: str, reruns: int, server: list | None = None, think_ms: float = 0.0) -> list[float]:
     ctx = browser.new_context(viewport={"width": 1400, "height": 900})
     pg = ctx.new_page()
     pg.set_default_timeout(180_000)
@@ -122,6 +127,8 @@ def _measure(browser, url: str, reruns: int, server: list | None = None) -> list
     _wait_run_done(pg, runs, 0)
     out = []
     for i in range(reruns + 1):  # the first key press warms caches of the new value path: not counted
+        if think_ms:
+            pg.wait_for_timeout(think_ms)
         before = pg.evaluate(TEXT_JS)
         slider.focus()
         n0 = runs["starts"]
@@ -143,6 +150,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reruns", type=int, default=5)
     ap.add_argument("--query", default="", help="URL query for the dashboard, e.g. '?wi_reps=1'")
+    ap.add_argument("--think-ms", type=float, default=0.0, help="pause before each key press, after the page is idle")
+    ap.add_argument("--no-anticipate", action="store_true", help="the dashboard with LORA_WHATIF_ANTICIPATE=0")
     args = ap.parse_args()
     if not Path(CHROMIUM).exists():
         print(f"{CHROMIUM} is missing (apt-get install chromium)")
@@ -153,16 +162,17 @@ def main() -> int:
     (tmp / "empty.py").write_text(EMPTY_APP)
     procs = []
     try:
-        app, app_url = _serve(ROOT / "app" / "main.py", ROOT)
+        app, app_url = _serve(ROOT / "app" / "main.py", ROOT,
+                              {"LORA_WHATIF_ANTICIPATE": "0"} if args.no_anticipate else None)
         procs.append(app)
         empty, empty_url = _serve(tmp / "empty.py", tmp)
         procs.append(empty)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
             try:
-                t_empty = _measure(browser, empty_url, args.reruns)
+                t_empty = _measure(browser, empty_url, args.reruns, think_ms=args.think_ms)
                 t_server: list[float] = []
-                t_app = _measure(browser, app_url + "/" + args.query, args.reruns, t_server)
+                t_app = _measure(browser, app_url + "/" + args.query, args.reruns, t_server, args.think_ms)
             finally:
                 browser.close()
     finally:
@@ -172,7 +182,9 @@ def main() -> int:
     m_app, m_empty = statistics.median(t_app), statistics.median(t_empty)
     ratio = m_app / m_empty
     fmt = lambda xs: ", ".join(f"{x:.0f}" for x in xs)  # noqa: E731
-    print(f"home page rerun{' ' + args.query if args.query else ''}: median {m_app:.0f} ms ({fmt(t_app)})")
+    how = (f"think {args.think_ms:g} ms, anticipation {'off' if args.no_anticipate else 'on'}"
+           + (f", {args.query}" if args.query else ""))
+    print(f"home page rerun ({how}): median {m_app:.0f} ms ({fmt(t_app)})")
     print(f"  of which until the server's script_finished arrived: median {statistics.median(t_server):.0f} ms "
           f"({fmt(t_server)}); the rest is the browser drawing")
     print(f"empty one-slider page:       median {m_empty:.0f} ms ({fmt(t_empty)})")

@@ -1,6 +1,6 @@
 """Capacity for a team, server side: N dashboard sessions at once in one process, no browsers.
 
-    python bench/session_load.py [--sessions 1 4 8] [--reruns 6] [--same]
+    python bench/session_load.py [--sessions 1 4 8] [--reruns 6] [--same] [--think-s 0]
 
 Each session is a Streamlit ``AppTest`` of ``app/main.py`` on its own thread, in this one process: the sessions
 share what a server's sessions share (the simulation workers of ``app.runner.SCHEDULER``, the result caches, the
@@ -8,7 +8,9 @@ interpreter), without a browser per session on the same 2 cores (``bench/load_te
 Every session opens the home page, then ``--reruns`` times moves its arrival-rate slider by one step and reruns;
 each rerun (the script run, its simulations included) is timed.  Session i starts at the default's rate + 0.5 i
 req/s, so sessions do not share results; ``--same`` puts every session on the same rates (results shared through
-the cache, as colleagues on one link are).  Reports, per session count: reruns, p50 / p95 / max, errors, and the
+the cache, as colleagues on one link are).  ``--think-s``: each session pauses that long after each rerun before
+its next step (a person reading the page; the server simulates the next slider step meanwhile:
+``app.runner.anticipate``); 0, the default, reruns back to back (no time to anticipate anything).  Reports, per session count: reruns, p50 / p95 / max, errors, and the
 process's resident memory (RSS) before and after.  Target (issue 26): 8 sessions p95 <= 1 s, 0 errors, memory
 bounded.  Exits 0.
 """
@@ -36,15 +38,17 @@ def _rss_mib() -> float:
     return float("nan")
 
 
-def _session(i: int, reruns: int, same: bool, start: threading.Barrier, out: list, errors: list) -> None:
+def _session(i: int, reruns: int, same: bool, start: threading.Barrier, out: list, errors: list,
+             think_s: float = 0.0) -> None:
     try:
-        _reruns(i, reruns, same, start, out, errors)
+        _reruns(i, reruns, same, start, out, errors, think_s)
     except Exception as e:  # noqa: BLE001  (AppTest itself is not made for threads: reported, not hidden)
         errors.append(f"session {i}: the AppTest harness raised {type(e).__name__}: {e}")
         start.abort()  # never leave the other sessions waiting at the barrier
 
 
-def _reruns(i: int, reruns: int, same: bool, start: threading.Barrier, out: list, errors: list) -> None:
+def _reruns(i: int, reruns: int, same: bool, start: threading.Barrier, out: list, errors: list,
+            think_s: float = 0.0) -> None:
     from streamlit.testing.v1 import AppTest
     at = AppTest.from_file(MAIN, default_timeout=300)
     at.query_params["duration_s"] = "60"  # the sidebar's smallest duration: a live view, not a study
@@ -55,6 +59,7 @@ def _reruns(i: int, reruns: int, same: bool, start: threading.Barrier, out: list
     except threading.BrokenBarrierError:
         pass  # another session failed to open: go on without it
     for k in range(reruns):
+        time.sleep(think_s)
         at.slider(key="arrival_rate_rps").set_value(rate0 + 0.5 * (k + 1))
         t = time.perf_counter()
         at.run()
@@ -72,12 +77,12 @@ def _distinct_sessions() -> None:
     runner._session_key = lambda ctx: id(ctx.session_state) if ctx is not None else runner.NO_SESSION
 
 
-def run(n: int, reruns: int, same: bool) -> dict:
+def run(n: int, reruns: int, same: bool, think_s: float = 0.0) -> dict:
     out: list[float] = []
     errors: list[str] = []
     start = threading.Barrier(n)
     rss0 = _rss_mib()
-    threads = [threading.Thread(target=_session, args=(i, reruns, same, start, out, errors)) for i in range(n)]
+    threads = [threading.Thread(target=_session, args=(i, reruns, same, start, out, errors, think_s)) for i in range(n)]
     t = time.perf_counter()
     for th in threads:
         th.start()
@@ -95,15 +100,16 @@ def main() -> int:
     ap.add_argument("--sessions", type=int, nargs="+", default=[1, 4, 8])
     ap.add_argument("--reruns", type=int, default=6)
     ap.add_argument("--same", action="store_true", help="every session on the same rates (shared cache)")
+    ap.add_argument("--think-s", type=float, default=0.0, help="pause after each rerun before the next step")
     a = ap.parse_args()
     from app import runner
     _distinct_sessions()
     runner.compile_kernels()  # Numba's kernels loaded before any timing
     print(f"session load, server side (in-process AppTest sessions), {time.strftime('%Y-%m-%dT%H:%M:%S%z')}; "
-          f"{os.cpu_count()} cores; {'same scenarios' if a.same else 'one scenario per session'}; load average "
+          f"{os.cpu_count()} cores; {'same scenarios' if a.same else 'one scenario per session'}; think {a.think_s:g} s; load average "
           f"{os.getloadavg()}")
     for n in a.sessions:
-        r = run(n, a.reruns, a.same)
+        r = run(n, a.reruns, a.same, a.think_s)
         ok = r["p95"] <= TARGET_P95_S and not r["errors"]
         print(f"{n} session(s): {r['reruns']} reruns, p50 {r['p50']:.2f} s, p95 {r['p95']:.2f} s, max "
               f"{r['max']:.2f} s; errors {len(r['errors'])}; RSS {r['rss0']:.0f} -> {r['rss1']:.0f} MiB; wall "

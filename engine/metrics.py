@@ -1,6 +1,7 @@
 """Metrics: the summary of one run, and confidence intervals over replications."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -120,8 +121,13 @@ def mean_ci(x: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
     mean = float(x.mean())
     if n < 2:
         return mean, math.nan, math.nan
-    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * x.std(ddof=1) / math.sqrt(n))
+    half = float(_t_quantile(0.5 + level / 2, n - 1) * x.std(ddof=1) / math.sqrt(n))
     return mean, mean - half, mean + half
+
+
+@functools.lru_cache(maxsize=1024)
+def _t_quantile(p: float, df: int) -> float:
+    return stats.t.ppf(p, df)
 
 
 # ---------------------------------------------------------------------------------------- fleet

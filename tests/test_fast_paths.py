@@ -4,7 +4,9 @@
 * on-demand KV: decode runs that add the blocks the scheduler's _grow_kv would (IP_RUN_GROW) against runs that
   stop at the first block needed;
 * the no-room memo of a scheduling pass (SF_NOROOM, off with IP_FASTSKIP = 0) against searching for
-  victims on every request (static memory)."""
+  victims on every request (static memory);
+* and two Python shortcuts of a dashboard rerun: Scenario.to_dict against dataclasses.asdict, the error-band
+  lookup against filtering its table."""
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -436,3 +438,42 @@ def test_a_small_adapter_still_gets_the_room_a_large_one_could_not():
     _assert_same(*out)
     admit = out[0]["R_f"][L.RF_ADMIT]
     assert admit[2] == admit[0] < admit[1]  # the small one with the first, the large one after it finished
+
+
+# ------------------------------------------------------------------ Python fast paths of a dashboard rerun
+def test_scenario_to_dict_equals_dataclasses_asdict_on_every_preset():
+    """Scenario.to_dict copies fields directly (no recursive deep copy): the same dict as dataclasses.asdict."""
+    import dataclasses
+
+    from engine import presets
+    for name in presets.SCENARIOS:
+        sc = Scenario.from_preset(name)
+        for s in (sc, sc.replace(adapter_ranks=(8, 16, 64), num_adapters=3)):
+            want = dataclasses.asdict(s)
+            want["adapter_ranks"] = list(s.adapter_ranks)
+            got = s.to_dict()
+            assert got == want and type(got["adapter_ranks"]) is list, name
+            got["adapter_ranks"].append(1)   # a copy: the scenario is untouched
+            assert s.to_dict() == want
+
+
+def test_error_band_lookup_equals_filtering_the_table():
+    """bands._p90 reads a per-table index; the reference filters the table as it did before."""
+    import math
+
+    from engine.calibration import bands
+    t = bands.error_bases()
+
+    def reference(basis, metrics):
+        for m in metrics:
+            r = t[(t["basis"] == basis) & (t["metric"] == m)]
+            if len(r) and math.isfinite(float(r["p90_abs"].iloc[0])):
+                return float(r["p90_abs"].iloc[0]), m, int(r["n_runs"].iloc[0])
+        return math.nan, "", 0
+
+    cases = [(b, (m,)) for b in t["basis"].unique() for m in t["metric"].unique()]
+    cases += [(b, bands.LATENCY_METRICS) for b in t["basis"].unique()] + [("no-such-basis", ("request_throughput",))]
+    for basis, metrics in cases:
+        got, want = bands._p90(t, basis, metrics), reference(basis, metrics)
+        assert got[1:] == want[1:] and (got[0] == want[0] or math.isnan(got[0]) and math.isnan(want[0])), basis
+    assert bands.error_bases() is not bands.error_bases(copy=False)   # callers that may modify get a copy

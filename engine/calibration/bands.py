@@ -297,13 +297,33 @@ def _read(path: str, mtime: float) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-def error_bases(path: Path | str | None = None) -> pd.DataFrame:
+def error_bases(path: Path | str | None = None, copy: bool = True) -> pd.DataFrame:
     """The error-basis table (docs/validation/profile_errors.csv, written by ``python -m engine validate``): one
-    row per basis x metric (``COLUMNS``).  FileNotFoundError if it has not been generated."""
+    row per basis x metric (``COLUMNS``).  FileNotFoundError if it has not been generated.  ``copy=False``: the
+    cached table itself, for readers that never modify it (``error_band``)."""
     p = Path(path) if path is not None else PROFILE_ERRORS_CSV
     if not p.exists():
         raise FileNotFoundError(f"{p} not found: generate it with `python -m engine validate` (docs/validation.md)")
-    return _read(str(p), p.stat().st_mtime).copy()
+    t = _read(str(p), p.stat().st_mtime)
+    return t.copy() if copy else t
+
+
+#: (basis, metric) -> (p90_abs, n_runs) of a table, by id (the table is kept with it, so its id is not reused).
+_INDEXES: dict[int, tuple[pd.DataFrame, dict]] = {}
+
+
+def _index(t: pd.DataFrame) -> dict:
+    """The first row of each (basis, metric) of ``t`` as a dict, built once per table object."""
+    hit = _INDEXES.get(id(t))
+    if hit is not None and hit[0] is t:
+        return hit[1]
+    idx: dict = {}
+    for b, m, p, n in zip(t["basis"], t["metric"], t["p90_abs"], t["n_runs"]):
+        idx.setdefault((b, m), (p, n))
+    if len(_INDEXES) >= 8:
+        _INDEXES.clear()
+    _INDEXES[id(t)] = (t, idx)
+    return idx
 
 
 BAND_RULE = (
@@ -333,10 +353,11 @@ def _family(preset: str) -> str:
 
 def _p90(t: pd.DataFrame, basis: str, metrics) -> tuple[float, str, int]:
     """The basis' p90 |error| of the first of ``metrics`` it has: (value, metric, runs)."""
+    idx = _index(t)
     for m in metrics:
-        r = t[(t["basis"] == basis) & (t["metric"] == m)]
-        if len(r) and math.isfinite(float(r["p90_abs"].iloc[0])):
-            return float(r["p90_abs"].iloc[0]), m, int(r["n_runs"].iloc[0])
+        r = idx.get((basis, m))
+        if r is not None and math.isfinite(float(r[0])):
+            return float(r[0]), m, int(r[1])
     return math.nan, "", 0
 
 
@@ -377,7 +398,7 @@ def error_band(sc: Scenario, table: pd.DataFrame | None = None) -> dict:
     if st.profile is not None and st.kind in ("calibrated", "transferred"):
         return _user_band(sc, st, table, out)
     try:
-        t = error_bases() if table is None else table
+        t = error_bases(copy=False) if table is None else table
     except FileNotFoundError as e:
         return {**out, "note": f"no measured error: {e}"}
     in_sample = st.kind == "calibrated" and "in-sample only" in CALIBRATED[st.preset].caveat
@@ -446,7 +467,7 @@ def _user_band(sc: Scenario, st, table: pd.DataFrame | None, out: dict) -> dict:
                 "note": f"{what}, held out of its fit: ±{100 * band:.0f} % (its own held-out runs)." if
                 math.isfinite(band) else f"{what}: no finite held-out error."}
     try:
-        t = error_bases() if table is None else table
+        t = error_bases(copy=False) if table is None else table
     except FileNotFoundError as e:
         return {**out, "note": f"no measured error: {e}"}
     fam = CAL_SLORA if p.base == "slora" else CAL_VLLM
