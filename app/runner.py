@@ -31,6 +31,7 @@ import gc
 import hashlib
 import io
 import itertools
+import math
 import os
 import threading
 import time
@@ -95,12 +96,15 @@ def warmup() -> float:
     return warmup_future().result()
 
 
-#: Full results kept (about 0.6 MB each at the default scenario's 4,000 requests): the current reruns of a few
-#: sessions and what ``anticipate`` computed for their next slider step.
+#: A full result holds every request (about 140 bytes each: 0.55 MB at the default scenario's 4,000 requests).
+#: Runs of at most SMALL_RUN_REQUESTS expected requests (the live view's, and all that ``anticipate`` computes)
+#: are kept in a cache of FULL_CACHE_ENTRIES (the current reruns of several sessions and their anticipated
+#: next steps: at most about 210 MB); larger ones in one of BIG_CACHE_ENTRIES.
+SMALL_RUN_REQUESTS = 12_000
 FULL_CACHE_ENTRIES = 128
+BIG_CACHE_ENTRIES = 32
 
 
-@st.cache_data(max_entries=FULL_CACHE_ENTRIES, show_spinner=False)
 def _full(scenario_json: str, engine_version: str, trace_digest: str | None = None,
           _trace: bytes | None = None) -> dict:
     sc = Scenario.from_json(scenario_json)
@@ -117,6 +121,17 @@ def _full(scenario_json: str, engine_version: str, trace_digest: str | None = No
             # chart-ready frames, computed once per scenario
             "cdf": charts.cdf_frame({sc.strategy: r.requests}, window),
             "ts": charts.timeseries_frame({sc.strategy: r.timeseries})}
+
+
+_full_small = st.cache_data(max_entries=FULL_CACHE_ENTRIES, show_spinner=False)(_full)
+_full_big = st.cache_data(max_entries=BIG_CACHE_ENTRIES, show_spinner=False)(_full)
+
+
+def expected_requests(sc: Scenario) -> float:
+    """The requests a generated open-loop run of ``sc`` draws on average (inf for a trace or a closed loop)."""
+    if sc.trace or sc.arrival_process == "closed":
+        return math.inf
+    return sc.arrival_rate_rps * sc.duration_s
 
 
 @st.cache_data(max_entries=20_000, show_spinner=False)
@@ -170,8 +185,10 @@ def run(sc: Scenario, trace: dict | None = None) -> dict:
     sc = capped(sc).validate()
     js = sc.to_json()
     if trace is None:
-        return once(("full", js), lambda: _full(js, ENGINE_VERSION))
-    return once(("full", js, trace["digest"]), lambda: _full(js, ENGINE_VERSION, trace["digest"], trace["data"]))
+        cached = _full_small if expected_requests(sc) <= SMALL_RUN_REQUESTS else _full_big
+        return once(("full", js), lambda: cached(js, ENGINE_VERSION))
+    return once(("full", js, trace["digest"]),
+                lambda: _full_big(js, ENGINE_VERSION, trace["digest"], trace["data"]))
 
 
 def summary(sc: Scenario) -> dict:
@@ -440,7 +457,8 @@ def anticipate(scenarios: Iterable[Scenario], strategies: list[str], n_reps: int
     """Queue, as speculative jobs of this session (``FairScheduler``: idle workers only, dropped by the session's
     next rerun), the runs ``run_replications(sc, strategies, n_reps)`` would ask for on each scenario, in the
     order given, so that a slider step to one of them finds its results in the cache (or in flight: ``once``).
-    Open-loop generated scenarios only, at most ``ANTICIPATE_MAX_REQUESTS`` simulated requests in all; nothing
+    Open-loop generated scenarios of at most ``SMALL_RUN_REQUESTS`` requests a run only, at most
+    ``ANTICIPATE_MAX_REQUESTS`` simulated requests in all; nothing
     with ``ANTICIPATE`` off.  Returns the number of runs queued."""
     if not ANTICIPATE or n_reps < 1:
         return 0
@@ -448,9 +466,9 @@ def anticipate(scenarios: Iterable[Scenario], strategies: list[str], n_reps: int
     calls, budget = [], ANTICIPATE_MAX_REQUESTS
     for sc in scenarios:
         sc = capped(sc)
-        if sc.arrival_process == "closed" or sc.trace:
-            continue
-        cost = sc.arrival_rate_rps * sc.duration_s * len(strategies) * n_reps
+        if expected_requests(sc) > SMALL_RUN_REQUESTS:
+            continue  # (a trace, a closed loop or a long run: not a live view's step)
+        cost = expected_requests(sc) * len(strategies) * n_reps
         if cost > budget:
             break
         budget -= cost

@@ -188,3 +188,22 @@ def test_the_next_arrival_rate_step_on_the_whatif_page_is_a_cache_hit(monkeypatc
     _wait_idle()
     # it moved up: the next step up and the one back (cached) were anticipated
     assert {c.split()[-1] for c in calls} == {f"{rate + 1.0:g}"}, calls
+
+
+def test_long_runs_are_neither_anticipated_nor_kept_in_the_live_cache(monkeypatch):
+    """A run of more than SMALL_RUN_REQUESTS expected requests goes to the small cache of big results, and is
+    never simulated ahead (it is no live view's slider step)."""
+    sc = legacy_preset("default", duration_s=20.0, warmup_s=2.0, arrival_rate_rps=8.0, seed=91_005)
+    assert runner.expected_requests(sc) == 160.0
+    assert runner.expected_requests(sc.replace(arrival_process="closed", concurrency=4)) == float("inf")
+    monkeypatch.setattr(runner, "SMALL_RUN_REQUESTS", 100)
+    calls = _count_simulations(monkeypatch)
+    assert runner.anticipate([sc], ["naive"], 1) == 0
+    small, big = runner._full_small, runner._full_big
+    seen = []
+    monkeypatch.setattr(runner, "_full_small", lambda *a: seen.append("small") or small(*a))
+    monkeypatch.setattr(runner, "_full_big", lambda *a: seen.append("big") or big(*a))
+    runner.run(sc)
+    monkeypatch.setattr(runner, "SMALL_RUN_REQUESTS", 1000)
+    runner.run(sc.replace(seed=91_006))
+    assert seen == ["big", "small"] and len(calls) == 2

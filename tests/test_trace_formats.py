@@ -299,5 +299,5 @@ def test_the_dashboard_caps_an_uploaded_trace_like_a_generated_workload(monkeypa
     sc = Scenario.from_preset("azure-code-2023", duration_s=60.0, warmup_s=5.0, strategy="naive").replace(trace="")
     record = runner.trace_record("big.csv", _raw("azure-code-2023").read_bytes())
     with pytest.raises(ValueError, match=r"^trace: 63 requests arrive within duration_s \(60 s\); allowed: at most 10 "):
-        runner._full.__wrapped__(sc.to_json(), "test", record["digest"], record["data"])
+        runner._full(sc.to_json(), "test", record["digest"], record["data"])
     assert controls.MAX_REQUESTS_PER_RUN == 200_000
