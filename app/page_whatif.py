@@ -419,18 +419,25 @@ def _charts(results: Mapping[str, Mapping], sc, n_reps: int) -> None:
 
 
 K_LAST = "_wi_last_values"   # the slider values of this session's previous rerun (which one moved)
-#: The slider ``_anticipate`` steps when none moved since the previous rerun (a first visit, another control).
-ANTICIPATE_DEFAULT = "arrival_rate_rps"
+K_MOVED = "_wi_last_moved"   # (slider key, direction) of the last slider step this session took
+#: The slider ``_anticipate`` steps when none has moved yet in this session (a first visit).
+ANTICIPATE_DEFAULT = ("arrival_rate_rps", 1)
 
 
-def anticipated_values(values: Mapping, last: Mapping | None) -> list[dict]:
-    """The control values one slider step away that the next rerun most likely asks for: the slider that moved
-    since ``last`` (the previous rerun's values), one step on in the direction it moved, then one step back; the
-    arrival rate, one step up and one down, when no slider moved."""
-    moved = [c for c in controls.CONTROLS if c.kind == "slider" and last and c.key in values and c.key in last
-             and values[c.key] != last[c.key]]
-    key, d = (moved[0].key, 1 if values[moved[0].key] > last[moved[0].key] else -1) if moved \
-        else (ANTICIPATE_DEFAULT, 1)
+def last_moved(values: Mapping, last: Mapping | None, before: tuple[str, int] = ANTICIPATE_DEFAULT
+               ) -> tuple[str, int]:
+    """(key, +1 or -1) of the slider that moved since ``last`` (the previous rerun's values); ``before`` (the one
+    that moved last before that, else the arrival rate going up) when none did."""
+    for c in controls.CONTROLS:
+        if c.kind == "slider" and last and c.key in values and c.key in last and values[c.key] != last[c.key]:
+            return c.key, 1 if values[c.key] > last[c.key] else -1
+    return before
+
+
+def anticipated_values(values: Mapping, moved: tuple[str, int]) -> list[dict]:
+    """The control values the next rerun most likely asks for: the slider ``moved[0]`` one step on in the direction
+    it last moved, then one step back."""
+    key, d = moved
     return controls.step_values(values, key, [d, -d])
 
 
@@ -438,10 +445,10 @@ def _anticipate(state, n_reps: int) -> None:
     """Speculative runs of the scenarios one slider step away (``anticipated_values``) on idle workers
     (``runner.anticipate``): a step to one of them is a cache hit."""
     ss = st.session_state
-    last = ss.get(K_LAST)
+    moved = ss[K_MOVED] = last_moved(state.values, ss.get(K_LAST), ss.get(K_MOVED, ANTICIPATE_DEFAULT))
     ss[K_LAST] = {k: v for k, v in state.values.items() if not k.startswith("_")}
     scenarios = []
-    for vals in anticipated_values(state.values, last):
+    for vals in anticipated_values(state.values, moved):
         try:
             scenarios.append(controls.build_scenario(vals, state.base)[0])
         except ValueError:

@@ -21,9 +21,11 @@ Simulation workers (``run_replications``): ``RUN_THREADS`` threads per server pr
   ``st`` call).
 * Speculative jobs (``anticipate``: the scenarios one slider step away, computed while the user
   reads the page) wait in a second queue per session and start only when no session has a job
-  of the first kind queued, so they take idle workers only: a rerun of any session waits at most
-  for the speculative runs already started (one run each, bounded by the per-run caps).  A
-  session's newer rerun or newer speculation drops its speculative jobs not started.
+  of the first kind queued and no script run is in progress (``FairScheduler.rendering``; and
+  ``spec_delay_s`` after the last one ended), so they take idle workers only: a rerun of any
+  session waits at most for the speculative runs already started (one run per worker, bounded by
+  the per-run caps).  A session's newer rerun or newer speculation drops its speculative jobs not
+  started.
 """
 from __future__ import annotations
 
@@ -451,15 +453,13 @@ def _replication(sc: Scenario, strategy: str, k: int, trace: dict | None = None,
     return summary(sc.replace(strategy=strategy, seed=sc.seed + k))
 
 
-
-
 def anticipate(scenarios: Iterable[Scenario], strategies: list[str], n_reps: int) -> int:
     """Queue, as speculative jobs of this session (``FairScheduler``: idle workers only, dropped by the session's
     next rerun), the runs ``run_replications(sc, strategies, n_reps)`` would ask for on each scenario, in the
     order given, so that a slider step to one of them finds its results in the cache (or in flight: ``once``).
     Open-loop generated scenarios of at most ``SMALL_RUN_REQUESTS`` requests a run only, at most
-    ``ANTICIPATE_MAX_REQUESTS`` simulated requests in all; nothing
-    with ``ANTICIPATE`` off.  Returns the number of runs queued."""
+    ``ANTICIPATE_MAX_REQUESTS`` simulated requests in all; nothing with ``ANTICIPATE`` off.  Returns the number of
+    runs queued."""
     if not ANTICIPATE or n_reps < 1:
         return 0
     ctx = get_script_run_ctx()

@@ -14,26 +14,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
 from legacy import legacy_preset
 from streamlit.testing.v1 import AppTest
-from test_app_sessions import WAIT, Gates
+from test_app_sessions import WAIT, sched  # noqa: F401  (sched: the gated scheduler fixture)
 
 from app import controls, page_whatif, runner
 
 MAIN = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
 
 
-@pytest.fixture
-def sched():
-    s = runner.FairScheduler(2, name="test-spec")
-    g = Gates()
-    yield s, g
-    g.release_all()
-    s.shutdown(wait=True)
-
-
-def test_speculation_waits_for_real_work_of_every_session(sched):
+def test_speculation_waits_for_real_work_of_every_session(sched):  # noqa: F811
     s, g = sched
     fa = s.submit("A", g.job, [("A0",), ("A1",), ("A2",)])
     g.wait_started("A0", "A1")
@@ -52,7 +42,7 @@ def test_speculation_waits_for_real_work_of_every_session(sched):
     assert g.started.index("S1") > g.started.index("C0")
 
 
-def test_a_newer_rerun_or_speculation_drops_the_speculation_not_started(sched):
+def test_a_newer_rerun_or_speculation_drops_the_speculation_not_started(sched):  # noqa: F811
     s, g = sched
     busy = s.submit("A", g.job, [("A0",), ("A1",)])
     g.wait_started("A0", "A1")
@@ -68,7 +58,7 @@ def test_a_newer_rerun_or_speculation_drops_the_speculation_not_started(sched):
     assert "old0" not in g.started and "new0" not in g.started
 
 
-def test_speculation_waits_while_a_script_renders_and_for_the_delay_after(sched):
+def test_speculation_waits_while_a_script_renders_and_for_the_delay_after(sched):  # noqa: F811
     s, g = sched
     s.spec_delay_s = 0.0
     with s.rendering():
@@ -161,11 +151,16 @@ def test_step_values_move_by_the_slider_step_inside_its_range():
 def test_anticipated_values_follow_the_slider_that_moved():
     before, _ = controls.resolve({"zipf_s": "1.0"})
     after, _ = controls.resolve({"zipf_s": "0.95"})
-    nxt = page_whatif.anticipated_values(after, {k: v for k, v in before.items() if not k.startswith("_")})
+    last = {k: v for k, v in before.items() if not k.startswith("_")}
+    assert page_whatif.last_moved(after, last) == ("zipf_s", -1)
+    nxt = page_whatif.anticipated_values(after, ("zipf_s", -1))
     assert [v["zipf_s"] for v in nxt] == [0.95 - 0.05, 0.95 + 0.05]          # on down, then back up
-    first = page_whatif.anticipated_values(after, None)                      # nothing moved: the arrival rate
+    # nothing moved (a first visit, or a select changed): the slider that moved last, else the arrival rate up
+    assert page_whatif.last_moved(after, None) == ("arrival_rate_rps", 1)
+    assert page_whatif.last_moved(after, {**last, "zipf_s": 0.95, "gpu": "l40s"}, ("zipf_s", -1)) == ("zipf_s", -1)
     rate = after["arrival_rate_rps"]
-    assert [v["arrival_rate_rps"] for v in first] == [rate + 0.5, rate - 0.5]
+    assert [v["arrival_rate_rps"] for v in page_whatif.anticipated_values(after, ("arrival_rate_rps", 1))] == \
+        [rate + 0.5, rate - 0.5]
 
 
 def test_the_next_arrival_rate_step_on_the_whatif_page_is_a_cache_hit(monkeypatch):
