@@ -636,18 +636,25 @@ def default_baseline(strategies: Sequence[str]) -> str | None:
     return "naive" if "naive" in strategies else (strategies[0] if strategies else None)
 
 
+def _decimals(x: float) -> int:
+    s = f"{x:.10f}".rstrip("0")
+    return len(s.split(".")[1]) if "." in s else 0
+
+
 def step_values(values: Mapping[str, Any], key: str, steps: Sequence[int]) -> list[dict]:
-    """``values`` with the slider ``key`` moved by each of ``steps`` (in slider steps; as the slider's arrow keys
-    move it: value + n x step), in order, those outside the slider's range left out; [] if ``key`` is not a
-    slider shown with these values."""
+    """``values`` with the slider ``key`` moved by each of ``steps`` (in slider steps), as the browser's slider
+    moves it with its arrow keys: onto the grid min + k x step, rounded to the step's decimals (Chromium sends
+    1.15, not 1.1 + 0.05 = 1.1500000000000001: the cache key must be the same float); in order, those outside the
+    slider's range left out; [] if ``key`` is not a slider shown with these values."""
     c = BY_KEY.get(key)
     if c is None or c.kind != "slider" or key not in values or c.bounds is None:
         return []
     lo, hi, step = c.bounds(values)
+    digits = max(_decimals(step), _decimals(lo))
     out = []
     for n in steps:
-        v = values[key] + n * step
-        if lo <= v <= hi:
+        v = round(lo + round((values[key] + n * step - lo) / step) * step, digits)
+        if lo <= v <= hi and v != values[key]:
             out.append({**values, key: c.dtype(v)})
     return out
 

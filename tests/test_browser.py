@@ -2,7 +2,8 @@
 headless Chromium through Playwright.
 
 Moves a slider with the keyboard and checks that the chart and the KPI table change, picks
-another chart (a fragment rerun: nothing else runs again), opens a
+another chart (a fragment rerun: nothing else runs again), checks that the arrow keys send the
+slider values the server simulates ahead, opens a
 shared URL and checks the controls, goes to a page without the scenario controls and back
 (and Back/Forward) and checks that the scenario is kept, opens a bad URL and checks the
 warning, downloads the per-request CSV and compares it with the engine, runs a tiny plan on
@@ -308,6 +309,47 @@ def test_picking_a_chart_reruns_only_its_fragment(page, server):
     chart.first.scroll_into_view_if_needed()
     assert chart.first.screenshot() != before, "the GPU-busy chart replaced the TTFT CDF"
     assert metrics(page) == table
+    assert_no_exception(page)
+
+
+def test_arrow_keys_send_the_values_the_server_anticipates(page, server):
+    """A slider's arrow key in Chromium sends the value ``controls.step_values`` computes (the grid min + k x step,
+    rounded to the step's decimals: 1.15, not 1.1 + 0.05 = 1.1500000000000001), so the scenario the server simulated
+    ahead (``runner.anticipate``) is the one the step asks for, float for float.  Off-grid values snap as the
+    browser snaps them (a VRAM budget of 1.05 GiB goes to 1.25)."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    from app import controls
+
+    sent: list = []
+
+    def on_sent(payload) -> None:
+        if isinstance(payload, (bytes, bytearray)):
+            msg = BackMsg.FromString(bytes(payload))
+            if msg.WhichOneof("type") == "rerun_script":
+                sent.append({w.id.rsplit("-", 1)[-1]: w for w in msg.rerun_script.widget_states.widgets})
+
+    page.on("websocket", lambda ws: ws.on("framesent", on_sent))
+    query = {"duration_s": "60", "strategy": "naive", "zipf_s": "1.1", "pcie_gbps": "25.5", "vram_budget_gb": "1.05",
+             "length_spread": "0.35"}
+    open_app(page, server, "?" + "&".join(f"{k}={v}" for k, v in query.items()))
+    values, _ = controls.resolve(query)
+    for key, label, press, n in [("zipf_s", "Popularity skew (Zipf s)", "ArrowRight", 1),
+                                 ("zipf_s", "Popularity skew (Zipf s)", "ArrowLeft", -1),
+                                 ("pcie_gbps", "PCIe bandwidth (GB/s)", "ArrowRight", 1),
+                                 ("vram_budget_gb", "Adapter VRAM budget (GiB)", "ArrowRight", 1),
+                                 ("length_spread", "Length spread", "ArrowLeft", -1),
+                                 ("arrival_rate_rps", "Arrival rate (req/s)", "ArrowRight", 1)]:
+        (want,) = controls.step_values(values, key, [n])
+        sent.clear()
+        slider(page, label).focus()
+        page.keyboard.press(press)
+        page.wait_for_function(f"() => document.querySelector('input[type=range][aria-label=\"{label}\"]')"
+                               f".getAttribute('value') !== '{values[key]}'", timeout=STEP_MS)
+        wait_idle(page)
+        got = [m[key].double_array_value.data[0] for m in sent if key in m]
+        assert got and got[-1] == want[key], (key, values[key], got, want[key])
+        values = want
     assert_no_exception(page)
 
 
