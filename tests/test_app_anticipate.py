@@ -5,8 +5,8 @@
   speculative jobs not started; real jobs of any session overtake them.  Event-gated, never timed.
 * ``runner.anticipate`` queues exactly the runs ``run_replications`` asks for: a later rerun of a speculated
   scenario runs no simulation (counted) and gets the same results as computing them afresh.
-* ``page_whatif.anticipated_values``: which slider moved, in which direction; ``controls.step_values``: the
-  arrow-key step, inside the slider's range.
+* ``page_whatif.last_moved`` / ``anticipated_values``: which slider moved, in which direction; ``controls.step_values``: the
+  arrow-key step as the browser sends it, inside the slider's range.
 * The What-if page in AppTest: after a rerun, the next arrival-rate step is a cache hit.
 """
 from __future__ import annotations
