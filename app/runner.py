@@ -33,7 +33,6 @@ import gc
 import hashlib
 import io
 import itertools
-import math
 import os
 import threading
 import time
@@ -129,11 +128,10 @@ _full_small = st.cache_data(max_entries=FULL_CACHE_ENTRIES, show_spinner=False)(
 _full_big = st.cache_data(max_entries=BIG_CACHE_ENTRIES, show_spinner=False)(_full)
 
 
-def expected_requests(sc: Scenario) -> float:
-    """The requests a generated open-loop run of ``sc`` draws on average (inf for a trace or a closed loop)."""
-    if sc.trace or sc.arrival_process == "closed":
-        return math.inf
-    return sc.arrival_rate_rps * sc.duration_s
+def small_run(sc: Scenario) -> bool:
+    """A generated open-loop run of at most ``SMALL_RUN_REQUESTS`` expected requests (``Scenario.expected_requests``):
+    the live view's size, the only runs ``anticipate`` computes."""
+    return not sc.trace and sc.arrival_process != "closed" and sc.expected_requests() <= SMALL_RUN_REQUESTS
 
 
 @st.cache_data(max_entries=20_000, show_spinner=False)
@@ -187,7 +185,7 @@ def run(sc: Scenario, trace: dict | None = None) -> dict:
     sc = capped(sc).validate()
     js = sc.to_json()
     if trace is None:
-        cached = _full_small if expected_requests(sc) <= SMALL_RUN_REQUESTS else _full_big
+        cached = _full_small if small_run(sc) else _full_big
         return once(("full", js), lambda: cached(js, ENGINE_VERSION))
     return once(("full", js, trace["digest"]),
                 lambda: _full_big(js, ENGINE_VERSION, trace["digest"], trace["data"]))
@@ -445,12 +443,20 @@ def _gather(futures: list[Future], yield_check: Callable[[], None] | None) -> li
         raise
 
 
-def _replication(sc: Scenario, strategy: str, k: int, trace: dict | None = None, summaries_only: bool = False):
-    """Replication ``k`` of ``strategy`` on ``sc`` as ``run_replications`` asks for it (the full result of
-    replication 0, else a summary at seed + k), through the caches."""
-    if k == 0 and not summaries_only:
-        return run(sc.replace(strategy=strategy), trace)
-    return summary(sc.replace(strategy=strategy, seed=sc.seed + k))
+def _job(ctx, trace: dict | None = None, summaries_only: bool = False) -> Callable[[Scenario, str, int], Any]:
+    """The worker job of a script run ``ctx``: replication ``k`` of ``strategy`` on ``sc`` as ``run_replications``
+    asks for it (the full result of replication 0, else a summary at seed + k), through the caches; a ValueError
+    (the scenario cannot run) is returned, not raised."""
+    def job(sc: Scenario, strategy: str, k: int):
+        if ctx is not None:
+            add_script_run_ctx(threading.current_thread(), ctx)
+        try:
+            if k == 0 and not summaries_only:
+                return run(sc.replace(strategy=strategy), trace)
+            return summary(sc.replace(strategy=strategy, seed=sc.seed + k))
+        except ValueError as e:
+            return e
+    return job
 
 
 def anticipate(scenarios: Iterable[Scenario], strategies: list[str], n_reps: int) -> int:
@@ -466,24 +472,16 @@ def anticipate(scenarios: Iterable[Scenario], strategies: list[str], n_reps: int
     calls, budget = [], ANTICIPATE_MAX_REQUESTS
     for sc in scenarios:
         sc = capped(sc)
-        if expected_requests(sc) > SMALL_RUN_REQUESTS:
+        if not small_run(sc):
             continue  # (a trace, a closed loop or a long run: not a live view's step)
-        cost = expected_requests(sc) * len(strategies) * n_reps
+        cost = sc.expected_requests() * len(strategies) * n_reps
         if cost > budget:
             break
         budget -= cost
         calls += [(sc, s, k) for s in strategies for k in range(n_reps)]
 
-    def job(sc: Scenario, s: str, k: int) -> None:
-        if ctx is not None:
-            add_script_run_ctx(threading.current_thread(), ctx)
-        try:
-            _replication(sc, s, k)  # into the caches; nothing kept here
-        except ValueError:
-            pass  # the rerun that asks for it, if any, reports it
-
-    if calls:
-        SCHEDULER.submit(_session_key(ctx), job, calls, speculative=True)
+    if calls:  # into the caches; a ValueError is the rerun's to report, if one asks for that run
+        SCHEDULER.submit(_session_key(ctx), _job(ctx), calls, speculative=True)
     return len(calls)
 
 
@@ -499,18 +497,10 @@ def run_replications(sc: Scenario, strategies: list[str], n_reps: int, trace: di
     ``first``..n_reps-1 (another look of a sequential comparison: the earlier ones are the caller's already)."""
     ctx = get_script_run_ctx()
     key = _session_key(ctx)
-
-    def job(s: str, k: int):
-        if ctx is not None:
-            add_script_run_ctx(threading.current_thread(), ctx)
-        try:
-            return _replication(sc, s, k, trace, summaries_only)
-        except ValueError as e:
-            return e
-
     jobs = [(s, k) for s in strategies for k in range(first, n_reps)]
     # a session's newer rerun drops the queued jobs of its older ones (outside a script run there are no reruns)
-    futures = SCHEDULER.submit(key, job, jobs, supersede=ctx is not None)
+    futures = SCHEDULER.submit(key, _job(ctx, trace, summaries_only), [(sc, s, k) for s, k in jobs],
+                               supersede=ctx is not None)
     out = _gather(futures, getattr(ctx, "yield_check", None) if ctx is not None else None)
     results: dict[str, dict] = {}
     reps: dict[str, list[dict]] = {}

@@ -193,9 +193,10 @@ def test_long_runs_are_neither_anticipated_nor_kept_in_the_live_cache(monkeypatc
     """A run of more than SMALL_RUN_REQUESTS expected requests goes to the small cache of big results, and is
     never simulated ahead (it is no live view's slider step)."""
     sc = legacy_preset("default", duration_s=20.0, warmup_s=2.0, arrival_rate_rps=8.0, seed=91_005)
-    assert runner.expected_requests(sc) == 160.0
-    assert runner.expected_requests(sc.replace(arrival_process="closed", concurrency=4)) == float("inf")
+    assert sc.expected_requests() == 160.0 and runner.small_run(sc)
+    assert not runner.small_run(sc.replace(arrival_process="closed", concurrency=4))
     monkeypatch.setattr(runner, "SMALL_RUN_REQUESTS", 100)
+    assert not runner.small_run(sc)
     calls = _count_simulations(monkeypatch)
     assert runner.anticipate([sc], ["naive"], 1) == 0
     small, big = runner._full_small, runner._full_big
