@@ -83,7 +83,16 @@ def test_speculation_waits_while_a_script_renders_and_for_the_delay_after(sched)
     spec[0].result(timeout=WAIT)
 
 
+def _wait_idle(timeout: float = WAIT) -> None:
+    deadline = time.monotonic() + timeout
+    while runner.SCHEDULER.pending() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def _count_simulations(monkeypatch) -> list[str]:
+    """The simulations this process runs from now on; the workers are idle first (an earlier test's session may
+    have left speculative runs behind, which would be counted here)."""
+    _wait_idle()
     calls: list[str] = []
     real_full, real_summary = runner.simulate, runner.simulate_summary
 
@@ -98,12 +107,6 @@ def _count_simulations(monkeypatch) -> list[str]:
     monkeypatch.setattr(runner, "simulate", full)
     monkeypatch.setattr(runner, "simulate_summary", summ)
     return calls
-
-
-def _wait_idle(timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while runner.SCHEDULER.pending() and time.monotonic() < deadline:
-        time.sleep(0.01)
 
 
 def test_anticipate_queues_exactly_what_a_rerun_asks_for(monkeypatch):
