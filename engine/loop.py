@@ -14,6 +14,11 @@ array arguments of every helper call took about a third of the loop's time (perf
 tests/test_fast_paths.py checks that every jitted function of the loop, the fleet and their callees is declared
 so (Numba then refuses to compile an allocation in any of them).
 
+The helpers run on every iteration (``_decode_run``, ``_grow_kv``, ``_fill_row``, ``_step_dt``) are declared
+``inline="always"``: Numba passes each array argument of a call as its seven to nine fields (``_decode_run`` took
+17 arrays, about 130 words a call) and LLVM did not inline them; inlined, the default scenario's loop took about a
+third less time (bench/README.md).  ``_try_admit`` stays a call (inlined at its three sites the loop was slower).
+
 Constant arguments of jitted callees are passed as ``np.int64(...)`` / ``np.bool_(...)`` where the callee is
 also called with other values: Numba compiles one specialization per literal value (bench/cold_start.py counts
 them), and those copies of ``_try_admit``, ``accum``, ``pick_victim`` and ``_event`` were compile time only.
@@ -816,7 +821,7 @@ def _leave_batch(R_i, A_i, S_i, S_f, running, k):
     return a
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline='always')
 def _grow_kv(ip, fp, R_i, R_f, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, running):
     """On-demand KV (vLLM): before a step every running request needs blocks for its
     tokens so far plus the one it emits.  If they do not fit, preempt the most recently
@@ -925,7 +930,7 @@ def _padded_lora(tokens, distinct, pad_bytes):
     return tokens * pad_bytes, distinct * pad_bytes
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline='always')
 def _step_dt(ip, fp, kernel_cost, k_n, k_k, k_params, p_tokens, attn_prefill, n_dec, n_sample, ctx, lora_flops,
              lora_bytes, distinct):
     """Seconds of one step: the roofline (or fixed) step cost, or the kernel model's (cost_model "kernel"), plus a
@@ -947,7 +952,7 @@ def _step_dt(ip, fp, kernel_cost, k_n, k_k, k_params, p_tokens, attn_prefill, n_
                               fp[FP_PREFILL_TOK], fp[FP_DECODE_STEP], fp[FP_LORA_TOKSLOT])) * fp[FP_COST_SCALE]
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline='always')
 def _fill_row(ip, fp, R_i, S_i, S_f, wq, wq_head, fl, row, waiting, n_run):
     """Write one step's time-series row (queue, batch, residency, KV, fragmentation, async loads) into
     ``row``; returns the fragmentation it holds."""
@@ -972,7 +977,7 @@ def _fill_row(ip, fp, R_i, S_i, S_f, wq, wq_head, fl, row, waiting, n_run):
     return frag
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline='always')
 def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, row, t, wq_head, next_arr, n_known,
                 t_limit, closed, kernel_cost, k_n, k_k, k_params, wi):
     """Steps in which nothing but decoding happens, without the scheduler: the same steps, times, counters and

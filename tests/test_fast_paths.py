@@ -418,6 +418,17 @@ def test_the_hot_path_is_compiled_without_reference_counting():
     assert seen > 40
 
 
+def test_the_per_step_helpers_are_inlined_into_the_loop():
+    """The helpers run_loop calls on every iteration are declared ``inline="always"``: a call of a jitted function
+    passes every array argument as its seven to nine fields (``_decode_run``: 17 arrays, about 130 words), which
+    took about a third of the loop's time (bench/README.md, session 11); LLVM inlines the small ones anyway."""
+    for fn in (L._decode_run, L._grow_kv, L._fill_row, L._step_dt):
+        assert fn.targetoptions.get("inline") == "always", fn.__name__
+    # _try_admit stays a call: inlined at its three call sites it made the loop slower (naive, default scenario:
+    # 15.7 -> 17.4 ms)
+    assert L._try_admit.targetoptions.get("inline", "never") == "never"
+
+
 def test_a_small_adapter_still_gets_the_room_a_large_one_could_not():
     """The queue scan passes over absent adapters only once no room can be made for the smallest adapter: with
     144 MiB of adapter memory, a 128 MiB adapter in use and another 128 MiB one waiting (no room, no victim),
