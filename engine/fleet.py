@@ -36,7 +36,7 @@ from . import loop as L
 from .costs import step_seconds
 from .policies import EVICT_BELADY, STRATEGIES
 from .routers import ROUTER_LORA_AFFINITY, ROUTERS, least_loaded, route, static_routes
-from .workload import Workload
+from .workload import Workload, max_request_blocks
 
 #: Arrays with one row per replica (``np.stack`` of the template), in run_loop's argument order.
 _STACKED = ("ip", "fp", "A_i", "A_f", "S_i", "S_f", "running", "new_list", "res_list", "heap_t", "heap_a",
@@ -385,6 +385,7 @@ def run(sc, wl: Workload, template: dict, max_events: int, lockstep: bool = Fals
     st["ip"][:, L.IP_N] = cap
     st["ip"][:, L.IP_MAX_EVENTS] = ecap
     st["ip"][:, L.IP_MEAN_BLOCKS] = max(1, int(round(float(np.mean(blocks))))) if n else 1
+    st["ip"][:, L.IP_MAXBLK] = max_request_blocks(wl, sc.kv_block_tokens)  # (the template's workload is empty)
     st["S_i"][:, L.SI_FLEET] = 1
     st["Ri"], st["Rf"], st["wq"], st["al"], st["off"] = _request_blocks(cap)
     st["cap"], st["ecap"], st["eoff"] = cap, ecap, _offsets(ecap)

@@ -46,7 +46,9 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
  IP_LORA_FIRST,  # Policy.lora_first (SGLang): the adapter's slot is checked before the token and KV budget (0: after)
  IP_PCACHE,  # prefix caching keyed by adapter runs (engine/prefix.py, docs/model.md 3.7; 0: off, the loop as before)
  IP_RUN_GROW,  # on-demand KV: decode runs add the blocks _grow_kv would (0: a run stops at the first one needed)
- IP_LEN) = range(39)
+ IP_BLOCKED_RUN,  # decode runs while requests wait that the last pass could not start (SI_BLOCKED; 0: never, the reference)
+ IP_MAXBLK,  # the most KV blocks any request can ask for at admission: (prompt + output + block) // block
+ IP_LEN) = range(41)
 # ---- float parameters (fp)
 (FP_DURATION, FP_HORIZON, FP_WINDOW, FP_MAX_WAIT, FP_PCIE_BPS, FP_DISK_BPS, FP_LOAD_LAT,
  FP_DISK_LAT, FP_ADAPTER_CAP, FP_POOL, FP_BLOCK_BYTES, FP_WEIGHT_BYTES, FP_PARAMS, FP_FLOPS,
@@ -102,7 +104,10 @@ AF_READY, AF_LOADSTART, AF_GOLDEST, AF_LEN = range(4)
  SI_PFTOKENS, SI_PFCHUNKS, SI_PEAKTOK, SI_NPART,
  # prefix cache: blocks held by cached entries (in SI_KV_BLOCKS), of those the idle ones (nobody running uses them:
  # evictable), tokens served from the cache (every admission), hit admissions, entries evicted, entries made
- SI_PCBLOCKS, SI_PCIDLE, SI_PCTOK, SI_PCHITS, SI_PCEVICTS, SI_PCMADE, SI_LEN) = range(39)
+ SI_PCBLOCKS, SI_PCIDLE, SI_PCTOK, SI_PCHITS, SI_PCEVICTS, SI_PCMADE,
+ # the last scheduling pass admitted nobody and changed nothing, while requests waited (_decode_run may go on past it);
+ # scheduling passes made (the other steps were decode runs': bench and tests read it)
+ SI_BLOCKED, SI_PASSES, SI_LEN) = range(41)
 (SF_PCIE_FREE, SF_DISK_FREE, SF_ADAPTER_BYTES, SF_BUSY, SF_END_T, SF_PEAK_ADAPTER, SF_PEAK_KV,
  SF_PEAK_TOTAL, SF_STALL, SF_FRAG_INT, SF_COMPACT_BYTES, SF_TOKENS_WIN, SF_LORA_BYTES,
  # PCIe link busy seconds in the window; cumulative sync load stall; the last stall [SF_STALLB, SF_STALLE)
@@ -110,7 +115,9 @@ AF_READY, AF_LOADSTART, AF_GOLDEST, AF_LEN = range(4)
  SF_T, SF_TLIMIT, SF_WAKE,
  # static memory, within one scheduling pass: the smallest adapter for which no room could be made (nothing
  # was evictable), so no adapter that large can get room until the pass ends (_try_admit skips the search)
- SF_NOROOM, SF_LEN) = range(22)
+ SF_NOROOM,
+ # SI_BLOCKED: that pass's window cutoff, and the oldest group's arrival among the groups not starving (_INF: none)
+ SF_QCUT, SF_QGOLD, SF_LEN) = range(24)
 # ---- how a call of run_loop ended: not started yet, paused before an iteration at t >= the limit,
 # paused idle (its next known event is after the limit), finished
 PH_FRESH, PH_TOP, PH_IDLE, PH_DONE = 0, 1, 2, 3
@@ -978,135 +985,227 @@ def _fill_row(ip, fp, R_i, S_i, S_f, wq, wq_head, fl, row, waiting, n_run):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline='always')
+def _emit(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, t_end, pieces):
+    """The end of a step at ``t_end``: every running request emits its token (but a prefill chunk that is not its
+    prefill's last, when ``pieces``); those that emitted their last one leave the batch (a closed loop's client
+    sends its next request).  One code for the scheduler's steps and a decode run's (``_decode_run``)."""
+    pc = ip[IP_PCACHE] != 0
+    n = ip[IP_N]
+    k = 0
+    while k < S_i[SI_NRUN]:
+        rr = running[k]
+        pf_end = pc and R_i[RI_PF, rr] > 0  # (prefix cache: its prefill ends here unless it is a chunk)
+        if pieces and R_i[RI_PF, rr] > 0:
+            d = R_i[RI_PFDONE, rr] + R_i[RI_PF, rr]
+            R_i[RI_PF, rr] = 0
+            if d < R_i[RI_PROMPT, rr] + R_i[RI_GEN, rr] - R_i[RI_CACHED, rr]:
+                if R_i[RI_PFDONE, rr] == 0:
+                    S_i[SI_NPART] += 1
+                R_i[RI_PFDONE, rr] = d  # its prefill continues in the next step
+                k += 1
+                continue
+            if R_i[RI_PFDONE, rr] > 0:
+                R_i[RI_PFDONE, rr] = 0
+                S_i[SI_NPART] -= 1
+        g = R_i[RI_GEN, rr] + 1
+        R_i[RI_GEN, rr] = g
+        R_i[RI_PF, rr] = 0
+        if pf_end:
+            _pc_insert(ip, R_i, A_i, S_i, rr)
+        if g == 1:
+            R_f[RF_FIRST, rr] = t_end
+        if g >= R_i[RI_OUTPUT, rr]:
+            R_i[RI_STATUS, rr] = ST_DONE
+            R_f[RF_FINISH, rr] = t_end
+            if ip[IP_CONTIG]:
+                S_i[SI_NFREE] = ext_free(fl, S_i[SI_NFREE], R_i[RI_KVSTART, rr], R_i[RI_BLOCKS, rr])
+            a = _leave_batch(R_i, A_i, S_i, S_f, running, k)
+            if pc:
+                _pc_release(R_i, A_i, S_i, rr)
+            S_i[SI_TICK] += 1
+            A_i[AI_LAST, a] = S_i[SI_TICK]
+            if ip[IP_CLOSED] and t_end < fp[FP_DURATION]:
+                q = S_i[SI_NISSUED]
+                if q < n:
+                    R_f[RF_ARR, q] = t_end
+                    R_f[RF_C0, q] = S_f[SF_QSTALL]
+                    _arrive(R_i, R_f, A_i, S_i, wq, q, t_end)
+                    S_i[SI_NISSUED] = q + 1
+                else:
+                    S_i[SI_FLAGS] |= FLAG_EXHAUSTED
+            continue
+        k += 1
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline='always')
 def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, row, t, wq_head, next_arr, n_known,
                 t_limit, closed, kernel_cost, k_n, k_k, k_params, wi):
     """Steps in which nothing but decoding happens, without the scheduler: the same steps, times, counters and
     time series as one iteration each (IP_DECODE_RUN = 0, the reference it is tested against), bit for bit.
 
-    Called at the top of an iteration.  It runs nothing unless nobody waits, every running request decodes (no prefill
-    or unfinished chunk, no stall), and stops before any iteration in which something else could happen:
-    an arrival, a finished load, the time limit or horizon, a request's last token, or (on-demand KV) a
-    step whose new blocks would not fit (``_grow_kv`` would preempt or evict).  Until then the batch is fixed and
-    each step's context grows by the batch size, so the step cost needs no pass over the batch; the generated-token
-    counts are written once at the end.  On-demand KV (IP_RUN_GROW; 0: a run stops at the first block any request
-    needs, as before): a request needs its next block ``kv`` steps from now and then every block-size steps, so the
-    blocks the reference's ``_grow_kv`` adds before step j are the requests whose ``kv`` is j modulo the block size
-    (counted by phase in ``wi[:bt]``); the per-request counts are written at the end too.  Returns (t, wq_head)."""
-    n_run = S_i[SI_NRUN]
-    if (not ip[IP_DECODE_RUN] or n_run == 0 or S_i[SI_NWAIT] > 0 or S_i[SI_NPART] > 0
-            or S_f[SF_STALL] != 0.0):
-        return t, wq_head
-    bt = ip[IP_BLOCK_TOK]
-    ondemand = ip[IP_ONDEMAND] != 0
-    unified = ip[IP_UNIFIED] != 0
-    if ondemand and unified and (S_i[SI_KV_BLOCKS] * fp[FP_BLOCK_BYTES] + S_f[SF_ADAPTER_BYTES] > fp[FP_POOL]):
-        return t, wq_head  # (_grow_kv would evict)
-    # (a block size past 64 tokens: new blocks are rare enough to stop at; the contiguous allocator never grows)
-    grow = ondemand and ip[IP_RUN_GROW] != 0 and not ip[IP_CONTIG] and bt <= 64
-    ph = wi[:bt]
-    if grow:
-        for m in range(bt):
-            ph[m] = 0
-    j_max = 1 << 62  # steps allowed: none may finish a request or (on demand, not growing) need a new KV block
-    ctx0 = 0.0
-    lora_flops = 0.0
-    for k in range(n_run):
-        rr = running[k]
-        g = R_i[RI_GEN, rr]
-        if R_i[RI_PF, rr] > 0:
+    Called at the top of an iteration.  It runs nothing unless every running request decodes (no prefill or
+    unfinished chunk, no stall) and nobody waits, or those who wait could not start in the last pass, which changed
+    nothing (SI_BLOCKED: a *blocked* run, docs/model.md 6.1); it stops before any iteration in which something else
+    could happen: an arrival, a finished load, the time limit or horizon, (on-demand KV) a step whose new blocks
+    would not fit (``_grow_kv`` would preempt or evict), and for a blocked run a new window cutoff, a group that
+    starts starving, or KV blocks that leave less room than the largest request could ask for (IP_MAXBLK).  A run is made of segments over a fixed batch: within one, each step's
+    context grows by the batch size, so the step cost needs no pass over the batch, and the generated-token counts
+    are written once at its end.  A segment ends with the first step that emits some request's last token: that step
+    ends as the scheduler's would (``_emit``: the finished requests leave the batch, a closed loop's client sends its
+    next request), and the run goes on with the smaller batch in a new segment, as the reference's next iteration
+    would (a scheduler pass finds nobody waiting and admits nobody: nothing but the step happens in it).
+    On-demand KV (IP_RUN_GROW; 0: a run stops at the first block any request needs): a request needs its next block
+    ``kv`` steps from now and then every block-size steps, so the blocks the reference's ``_grow_kv`` adds before
+    step j are the requests whose ``kv`` is j modulo the block size (counted by phase in ``wi[:bt]``); the
+    per-request counts are written at a segment's end too.  Returns (t, wq_head)."""
+    while True:  # one segment per pass
+        n_run = S_i[SI_NRUN]
+        blocked = S_i[SI_NWAIT] > 0
+        if (not ip[IP_DECODE_RUN] or n_run == 0 or (blocked and S_i[SI_BLOCKED] == 0) or S_i[SI_NPART] > 0
+                or S_f[SF_STALL] != 0.0):
             return t, wq_head
-        lim = R_i[RI_OUTPUT, rr] - g - 1  # the step that emits its last token is the scheduler's
-        if ondemand:  # _kv_need = (prompt + gen + bt) // bt <= blocks while gen < blocks * bt - prompt
-            kv = (R_i[RI_BLOCKS, rr] + R_i[RI_SHARED, rr]) * bt - R_i[RI_PROMPT, rr] - g
-            if grow and 0 <= kv < bt:
-                ph[kv] += 1  # its next blocks: before steps kv, kv + bt, kv + 2 bt, ...
-            elif kv < lim:
-                lim = kv
-        if lim < j_max:
-            j_max = lim
-        ctx0 += float(R_i[RI_PROMPT, rr] + g)
-        lora_flops += float(A_i[AI_BYTES, R_i[RI_ADAPTER, rr]])
-    if j_max <= 0:
-        return t, wq_head
-    # the scheduler would find nobody waiting: its scan start ends at the queue's tail
-    wq_head = S_i[SI_WQTAIL]
-    # a constant batch: one time-series row for every step of the run (but its KV columns, when blocks are added);
-    # the step's busy time goes in with it (TS_BUSY: 1.0 over [t, t_end), as accum adds it in the reference) and
-    # only its non-zero columns are added (cols: wi past the phases)
-    frag = _fill_row(ip, fp, R_i, S_i, S_f, wq, wq_head, fl, row, 0, n_run)
-    bucket = fp[FP_BUCKET]
-    nb = ip[IP_NBUCKETS]
-    warm = fp[FP_WARMUP]
-    dur = fp[FP_DURATION]
-    n_dec = float(n_run)
-    lora_bytes = S_f[SF_LORA_BYTES]
-    distinct = float(S_i[SI_NDISTINCT])
-    lora_pad = ip[IP_LORA_PAD]
-    if lora_pad != LORA_PAD_NONE:  # as the step-by-step path: n_dec decode tokens at the padded size (fixed batch)
-        lora_flops, lora_bytes = _padded_lora(n_dec, distinct, _pad_bytes(lora_pad, fp, R_i, A_i, running, n_run))
-    t_next = t_limit  # the first moment the scheduler has something to do
-    if not closed and next_arr < n_known and R_f[RF_ARR, next_arr] < t_next:
-        t_next = R_f[RF_ARR, next_arr]
-    if S_i[SI_HEAPN] > 0 and heap_t[0] < t_next:
-        t_next = heap_t[0]
-    kv_cap = ip[IP_KV_BLOCKS]
-    bb = fp[FP_BLOCK_BYTES]
-    pool = fp[FP_POOL]
-    ab = S_f[SF_ADAPTER_BYTES]
-    m = 0  # j modulo bt
-    j = 0
-    busy = S_f[SF_BUSY]
-    frag_int = S_f[SF_FRAG_INT]
-    tokens_win = S_f[SF_TOKENS_WIN]
-    while j < j_max and t < t_next and t <= fp[FP_HORIZON]:
+        bt = ip[IP_BLOCK_TOK]
+        ondemand = ip[IP_ONDEMAND] != 0
+        unified = ip[IP_UNIFIED] != 0
+        if ondemand and unified and (S_i[SI_KV_BLOCKS] * fp[FP_BLOCK_BYTES] + S_f[SF_ADAPTER_BYTES] > fp[FP_POOL]):
+            return t, wq_head  # (_grow_kv would evict)
+        # (a block size past 64 tokens: new blocks are rare enough to stop at; the contiguous allocator never grows)
+        grow = ondemand and ip[IP_RUN_GROW] != 0 and not ip[IP_CONTIG] and bt <= 64
+        ph = wi[:bt]
         if grow:
-            inc = ph[m]
-            m += 1
-            if m == bt:
-                m = 0
-            if inc > 0:  # _grow_kv before this step: the blocks fit (else the scheduler preempts or evicts)
-                kv_new = S_i[SI_KV_BLOCKS] + inc
-                if (kv_new * bb + ab > pool) if unified else (kv_new > kv_cap):
-                    break
-                S_i[SI_KV_BLOCKS] = kv_new
-                frag = _fill_row(ip, fp, R_i, S_i, S_f, wq, wq_head, fl, row, 0, n_run)
-                kvb = kv_new * bb
-                if kvb > S_f[SF_PEAK_KV]:
-                    S_f[SF_PEAK_KV] = kvb
-                if kvb + ab > S_f[SF_PEAK_TOTAL]:
-                    S_f[SF_PEAK_TOTAL] = kvb + ab
-        ctx = ctx0 + float(j * n_run)
-        dt = _step_dt(ip, fp, kernel_cost, k_n, k_k, k_params, 0.0, 0.0, n_dec, 0.0, ctx, lora_flops,
-                      lora_bytes, distinct)
-        t_end = t + dt
-        lo = t if t > warm else warm
-        hi = t_end if t_end < dur else dur
-        if hi > lo:
-            busy += hi - lo
-            frag_int += frag * (hi - lo)  # (_window_add: the same window)
-        accum_row(ts, bucket, nb, t, t_end, row)
-        accum(ts, bucket, nb, t, t_end, np.int64(TS_BUSY), 1.0)
-        if warm <= t_end < dur:
-            tokens_win += n_run
-        t = t_end
-        j += 1
-    # (the counters were kept in locals: the same sums, in the same order)
-    S_f[SF_BUSY] = busy
-    S_f[SF_FRAG_INT] = frag_int
-    S_f[SF_TOKENS_WIN] = tokens_win
-    S_i[SI_STEPS] += j
-    if j > 0 and n_run > S_i[SI_PEAKTOK]:
-        S_i[SI_PEAKTOK] = n_run
-    if j > 0:
+            for m in range(bt):
+                ph[m] = 0
+        fin = 1 << 62  # the first step that emits some request's last token
+        kv_lim = 1 << 62  # (on demand, not growing) steps before the first one that needs a new KV block
+        ctx0 = 0.0
+        lora_flops = 0.0
+        for k in range(n_run):
+            rr = running[k]
+            g = R_i[RI_GEN, rr]
+            if R_i[RI_PF, rr] > 0:
+                return t, wq_head
+            f = R_i[RI_OUTPUT, rr] - g - 1  # its last token comes in step f
+            if f < fin:
+                fin = f
+            if ondemand:  # _kv_need = (prompt + gen + bt) // bt <= blocks while gen < blocks * bt - prompt
+                kv = (R_i[RI_BLOCKS, rr] + R_i[RI_SHARED, rr]) * bt - R_i[RI_PROMPT, rr] - g
+                if grow and 0 <= kv < bt:
+                    ph[kv] += 1  # its next blocks: before steps kv, kv + bt, kv + 2 bt, ...
+                elif kv < kv_lim:
+                    kv_lim = kv
+            ctx0 += float(R_i[RI_PROMPT, rr] + g)
+            lora_flops += float(A_i[AI_BYTES, R_i[RI_ADAPTER, rr]])
+        j_max = fin + 1  # steps allowed; the last one finishes a request unless a KV block is needed first
+        finishing = True
+        if kv_lim < j_max:
+            j_max = kv_lim
+            finishing = False
+        if j_max <= 0:
+            return t, wq_head
+        if not blocked:  # the scheduler would find nobody waiting: its scan start ends at the queue's tail
+            wq_head = S_i[SI_WQTAIL]
+        # a constant batch: one time-series row for every step of the segment (but its KV columns, when blocks are
+        # added); the step's busy time goes in with it (TS_BUSY: 1.0 over [t, t_end), as accum adds it in the
+        # reference)
+        waiting = S_i[SI_NWAIT]
+        frag = _fill_row(ip, fp, R_i, S_i, S_f, wq, wq_head, fl, row, waiting, n_run)
+        # blocked: the pass would admit nobody again while its window cutoff and the groups' starvation are the same
+        # and the KV left still fits the largest request (static memory: SI_BLOCKED is never set in unified)
+        maxblk = ip[IP_MAXBLK] if blocked else 0
+        win = blocked and ip[IP_WINDOW] != 0
+        grp = blocked and ip[IP_ORDER] == ORDER_GROUPED
+        W = fp[FP_WINDOW]
+        qcut = S_f[SF_QCUT]
+        qgold = S_f[SF_QGOLD]
+        max_wait = fp[FP_MAX_WAIT]
+        bucket = fp[FP_BUCKET]
+        nb = ip[IP_NBUCKETS]
+        warm = fp[FP_WARMUP]
+        dur = fp[FP_DURATION]
+        n_dec = float(n_run)
+        lora_bytes = S_f[SF_LORA_BYTES]
+        distinct = float(S_i[SI_NDISTINCT])
+        lora_pad = ip[IP_LORA_PAD]
+        if lora_pad != LORA_PAD_NONE:  # as the step-by-step path: n_dec decode tokens at the padded size (fixed batch)
+            lora_flops, lora_bytes = _padded_lora(n_dec, distinct, _pad_bytes(lora_pad, fp, R_i, A_i, running, n_run))
+        t_next = t_limit  # the first moment the scheduler has something to do
+        if not closed and next_arr < n_known and R_f[RF_ARR, next_arr] < t_next:
+            t_next = R_f[RF_ARR, next_arr]
+        if S_i[SI_HEAPN] > 0 and heap_t[0] < t_next:
+            t_next = heap_t[0]
+        kv_cap = ip[IP_KV_BLOCKS]
+        bb = fp[FP_BLOCK_BYTES]
+        pool = fp[FP_POOL]
+        ab = S_f[SF_ADAPTER_BYTES]
+        m = 0  # j modulo bt
+        j = 0
+        busy = S_f[SF_BUSY]
+        frag_int = S_f[SF_FRAG_INT]
+        tokens_win = S_f[SF_TOKENS_WIN]
+        while j < j_max and t < t_next and t <= fp[FP_HORIZON]:
+            if win and np.floor(t / W + 1e-9) * W != qcut:
+                break  # (the scheduler's cutoff: queued requests of a new window may start)
+            if grp and t - qgold >= max_wait - 1e-9:
+                break  # (a group starts starving)
+            if grow:
+                inc = ph[m]
+                m += 1
+                if m == bt:
+                    m = 0
+                if inc > 0:  # _grow_kv before this step: the blocks fit (else the scheduler preempts or evicts)
+                    kv_new = S_i[SI_KV_BLOCKS] + inc
+                    if (kv_new * bb + ab > pool) if unified else (kv_new + maxblk > kv_cap):
+                        break
+                    S_i[SI_KV_BLOCKS] = kv_new
+                    frag = _fill_row(ip, fp, R_i, S_i, S_f, wq, wq_head, fl, row, waiting, n_run)
+                    kvb = kv_new * bb
+                    if kvb > S_f[SF_PEAK_KV]:
+                        S_f[SF_PEAK_KV] = kvb
+                    if kvb + ab > S_f[SF_PEAK_TOTAL]:
+                        S_f[SF_PEAK_TOTAL] = kvb + ab
+            ctx = ctx0 + float(j * n_run)
+            dt = _step_dt(ip, fp, kernel_cost, k_n, k_k, k_params, 0.0, 0.0, n_dec, 0.0, ctx, lora_flops,
+                          lora_bytes, distinct)
+            t_end = t + dt
+            lo = t if t > warm else warm
+            hi = t_end if t_end < dur else dur
+            if hi > lo:
+                busy += hi - lo
+                frag_int += frag * (hi - lo)  # (_window_add: the same window)
+            accum_row(ts, bucket, nb, t, t_end, row)
+            accum(ts, bucket, nb, t, t_end, np.int64(TS_BUSY), 1.0)
+            if warm <= t_end < dur:
+                tokens_win += n_run
+            t = t_end
+            j += 1
+        # (the counters were kept in locals: the same sums, in the same order)
+        S_f[SF_BUSY] = busy
+        S_f[SF_FRAG_INT] = frag_int
+        S_f[SF_TOKENS_WIN] = tokens_win
+        S_i[SI_STEPS] += j
+        if j == 0:
+            return t, wq_head
+        if n_run > S_i[SI_PEAKTOK]:
+            S_i[SI_PEAKTOK] = n_run
+        done = finishing and j == j_max  # its last step emitted some request's last token
+        gen = j - 1 if done else j  # (that step's token: _emit's)
         for k in range(n_run):
             rr = running[k]
             if grow:  # the blocks _grow_kv gave it before steps kv, kv + bt, ... < j
                 kv = (R_i[RI_BLOCKS, rr] + R_i[RI_SHARED, rr]) * bt - R_i[RI_PROMPT, rr] - R_i[RI_GEN, rr]
                 if 0 <= kv < j:
                     R_i[RI_BLOCKS, rr] += (j - 1 - kv) // bt + 1
-            R_i[RI_GEN, rr] += j
+            R_i[RI_GEN, rr] += gen
         S_i[SI_LASTDONE] = 0
-    return t, wq_head
+        if not done:
+            return t, wq_head
+        # the last step ends as the scheduler's (its pass found nobody waiting, SF_NOROOM's reset, or admitted
+        # nobody again, the same memo); the finished requests free what the waiting ones may need
+        if not blocked:
+            S_f[SF_NOROOM] = _INF
+        _emit(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, t, np.bool_(False))
+        S_i[SI_LASTDONE] = n_run - S_i[SI_NRUN]
+        S_i[SI_BLOCKED] = 0
 
 
 # idle outcomes
@@ -1188,7 +1287,6 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
     W = fp[FP_WINDOW]
     row = wf[:TS_LEN]  # one time-series row, reused every step
     chunked = ip[IP_CHUNKED] != 0
-    pc = ip[IP_PCACHE] != 0
     lora_pad = ip[IP_LORA_PAD]
     kernel_cost = fp[FP_KERNEL] != 0.0 and ip[IP_FIXED] == 0
     k_params = fp[FP_KPARAMS:FP_DENSE_N]  # views of fp for the kernel cost model
@@ -1266,6 +1364,11 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             S_i[SI_FLAGS] |= FLAG_HORIZON
             break
         # ---- schedule
+        # (what a pass that admits nobody may still change: loads and admissions tick, evictions, refusals, preemption)
+        S_i[SI_PASSES] += 1
+        tick0 = S_i[SI_TICK]
+        chg0 = S_i[SI_EVICTS] + S_i[SI_REJECTS] + S_i[SI_PREEMPTS] + S_i[SI_PCEVICTS]
+        qgold = _INF
         S_f[SF_NOROOM] = _INF
         if ip[IP_ONDEMAND] and S_i[SI_NRUN] > 0:
             p0 = _grow_kv(ip, fp, R_i, R_f, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, running)
@@ -1389,6 +1492,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             for j in range(ng):
                 a = g_list[j]
                 starving = t - A_f[AF_GOLDEST, a] >= fp[FP_MAX_WAIT] - 1e-9
+                if not starving and A_f[AF_GOLDEST, a] < qgold:
+                    qgold = A_f[AF_GOLDEST, a]
                 g_key[j] = group_key(starving, A_i[AI_STATE, a] != AS_ABSENT, A_f[AF_GOLDEST, a])
             _sort_groups(g_key, g_list, ng, wf, wi)
             stop = False
@@ -1417,6 +1522,14 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                         break
                     r = R_i[RI_NEXT, r]
         loads_now = S_i[SI_LOADS] - loads_before
+        # nobody started and nothing changed: until a request finishes or arrives, a load ends, the window's cutoff
+        # or a group's starvation changes or the KV left could refuse a request, every pass would do the same
+        # (static, non-contiguous memory: there the KV is the only other thing a pass reads that a step changes).
+        # The counters are a conservative guard: a pass that evicted or refused while starting nobody is not taken
+        # as blocked, though repeating it would change nothing more (tests/test_blocked_runs.py)
+        quiet = (ip[IP_BLOCKED_RUN] != 0 and n_new == 0 and S_i[SI_NWAIT] > 0 and not ip[IP_UNIFIED]
+                 and not ip[IP_CONTIG] and S_i[SI_TICK] == tick0
+                 and S_i[SI_EVICTS] + S_i[SI_REJECTS] + S_i[SI_PREEMPTS] + S_i[SI_PCEVICTS] == chg0)
         kvb = S_i[SI_KV_BLOCKS] * fp[FP_BLOCK_BYTES]
         if S_f[SF_ADAPTER_BYTES] > S_f[SF_PEAK_ADAPTER]:
             S_f[SF_PEAK_ADAPTER] = S_f[SF_ADAPTER_BYTES]
@@ -1428,6 +1541,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
         waiting = S_i[SI_NWAIT]
         if n_run == 0:
             # ---- idle: advance to the next event
+            S_i[SI_BLOCKED] = 0
             t, code = _idle(ip, fp, R_i, R_f, S_i, S_f, wq, heap_t, fl, ts, row, t, wq_head, next_arr, n_known,
                             t_limit)
             if code == IDLE_PAUSE:
@@ -1520,53 +1634,15 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
         # ---- tokens and completions
         if fp[FP_WARMUP] <= t_end < fp[FP_DURATION]:
             S_f[SF_TOKENS_WIN] += S_i[SI_NRUN] - n_part  # every running request emits one token (but chunks)
-        k = 0
-        pieces = chunked and (n_part > 0 or S_i[SI_NPART] > 0)  # a prefill ends unfinished or an unfinished one ends
-        while k < S_i[SI_NRUN]:
-            rr = running[k]
-            pf_end = pc and R_i[RI_PF, rr] > 0  # (prefix cache: its prefill ends here unless it is a chunk)
-            if pieces and R_i[RI_PF, rr] > 0:
-                d = R_i[RI_PFDONE, rr] + R_i[RI_PF, rr]
-                R_i[RI_PF, rr] = 0
-                if d < R_i[RI_PROMPT, rr] + R_i[RI_GEN, rr] - R_i[RI_CACHED, rr]:
-                    if R_i[RI_PFDONE, rr] == 0:
-                        S_i[SI_NPART] += 1
-                    R_i[RI_PFDONE, rr] = d  # its prefill continues in the next step
-                    k += 1
-                    continue
-                if R_i[RI_PFDONE, rr] > 0:
-                    R_i[RI_PFDONE, rr] = 0
-                    S_i[SI_NPART] -= 1
-            g = R_i[RI_GEN, rr] + 1
-            R_i[RI_GEN, rr] = g
-            R_i[RI_PF, rr] = 0
-            if pf_end:
-                _pc_insert(ip, R_i, A_i, S_i, rr)
-            if g == 1:
-                R_f[RF_FIRST, rr] = t_end
-            if g >= R_i[RI_OUTPUT, rr]:
-                R_i[RI_STATUS, rr] = ST_DONE
-                R_f[RF_FINISH, rr] = t_end
-                if ip[IP_CONTIG]:
-                    S_i[SI_NFREE] = ext_free(fl, S_i[SI_NFREE], R_i[RI_KVSTART, rr], R_i[RI_BLOCKS, rr])
-                a = _leave_batch(R_i, A_i, S_i, S_f, running, k)
-                if pc:
-                    _pc_release(R_i, A_i, S_i, rr)
-                S_i[SI_TICK] += 1
-                A_i[AI_LAST, a] = S_i[SI_TICK]
-                if closed and t_end < fp[FP_DURATION]:
-                    q = S_i[SI_NISSUED]
-                    if q < n:
-                        R_f[RF_ARR, q] = t_end
-                        R_f[RF_C0, q] = S_f[SF_QSTALL]
-                        _arrive(R_i, R_f, A_i, S_i, wq, q, t_end)
-                        S_i[SI_NISSUED] = q + 1
-                    else:
-                        S_i[SI_FLAGS] |= FLAG_EXHAUSTED
-                continue
-            k += 1
+        # a prefill ends unfinished or an unfinished one ends
+        _emit(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, t_end,
+              np.bool_(chunked and (n_part > 0 or S_i[SI_NPART] > 0)))
         t = t_end
-        S_i[SI_LASTDONE] = n_run - S_i[SI_NRUN]  # finished at t_end (preemption happens later, in scheduling)
+        S_i[SI_LASTDONE] = n_run - S_i[SI_NRUN]
+        # (a decode run may go on past this pass while requests wait: none finished in its step)
+        S_i[SI_BLOCKED] = 1 if quiet and S_i[SI_NRUN] == n_run else 0
+        S_f[SF_QCUT] = cutoff
+        S_f[SF_QGOLD] = qgold  # finished at t_end (preemption happens later, in scheduling)
     S_f[SF_END_T] = t
     S_f[SF_T] = t
     S_i[SI_WQHEAD] = wq_head

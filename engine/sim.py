@@ -28,7 +28,7 @@ from .metrics import (
 from .policies import STRATEGIES, hot_set_pins
 from .prefix import caching_on, caching_runs, check_upload
 from .scenario import MAX_REQUESTS, Scenario
-from .workload import Workload, generate, popularity, replay_trace
+from .workload import Workload, generate, max_request_blocks, popularity, replay_trace
 
 TIER_NAMES = np.array(["gpu", "cpu", "disk"])
 EVENT_NAMES = np.array(["swap", "evict", "compact", "reject"])
@@ -137,6 +137,8 @@ def _build(sc: Scenario, wl: Workload):
     ip[L.IP_CHUNKED] = int(sc.chunked_prefill_on())
     ip[L.IP_DECODE_RUN] = 1  # 0 runs every decode step through the scheduler (the reference, tested equal)
     ip[L.IP_RUN_GROW] = 1  # 0: a decode run stops at the first new KV block (the reference, tested equal)
+    ip[L.IP_BLOCKED_RUN] = 1  # 0: no decode run while requests wait (the reference, tested equal)
+    ip[L.IP_MAXBLK] = max_request_blocks(wl, sc.kv_block_tokens)
     ip[L.IP_QUIET] = 1  # fleet: 0 advances every replica to every arrival (the reference, tested equal)
     ip[L.IP_MAX_STEPS] = step_budget(n, sc)
     ip[L.IP_LORA_PAD] = LORA_PAD_CODES[sc.lora_rank_padding_mode()]

@@ -277,3 +277,12 @@ def read_trace(src, sc: Scenario) -> Workload:
     n = int(np.searchsorted(arr, sc.duration_s, side="left"))  # the rows replayed: a prefix, as replay_trace's
     ad = ad[:n].astype(np.int64) if has_ad else draw_adapters(sc, streams(sc.seed)[STREAM_ADAPTERS], n)
     return Workload(arr[:n].copy(), ad, pt[:n].astype(np.int64), ot[:n].astype(np.int64))
+
+
+def max_request_blocks(wl: Workload, block_tokens: int) -> int:
+    """The most KV blocks any request of ``wl`` can ask for when admitted (on demand: its tokens so far and the
+    next, at most prompt + output; reserved in full: ceil((prompt + output) / block)): (prompt + output + block) //
+    block at most (0 for no requests)."""
+    if len(wl) == 0:
+        return 0
+    return int(((wl.prompt_tokens + wl.output_tokens + block_tokens) // block_tokens).max())
