@@ -34,7 +34,7 @@ from numba import njit
 from . import kernels
 from . import loop as L
 from .costs import step_seconds
-from .policies import EVICT_BELADY, STRATEGIES
+from .policies import EVICT_BELADY, STRATEGIES, belady_lists
 from .routers import ROUTER_LORA_AFFINITY, ROUTERS, least_loaded, route, static_routes
 from .workload import Workload, max_request_blocks
 
@@ -396,12 +396,8 @@ def run(sc, wl: Workload, template: dict, max_events: int, lockstep: bool = Fals
         for k in range(N):
             v = _views(st, k)
             ad = adapter[routes == k]
-            v["a_list"][:] = np.argsort(ad, kind="stable")
-            counts = np.bincount(ad, minlength=sc.num_adapters)
-            ptr = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-            v["A_i"][L.AI_PTR] = ptr
-            v["A_i"][L.AI_CUR] = ptr
-            v["A_i"][L.AI_END] = ptr + counts
+            v["a_list"][:], v["A_i"][L.AI_PTR], v["A_i"][L.AI_END] = belady_lists(ad, sc.num_adapters)
+            v["A_i"][L.AI_CUR] = v["A_i"][L.AI_PTR]
     owner = np.full(n, -1, np.int64)
     lidx = np.full(n, -1, np.int64)
     load = np.zeros(N, np.int64)

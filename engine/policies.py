@@ -139,6 +139,15 @@ def hot_set_pins(sc, auto: bool = False) -> list[int]:
     return pins
 
 
+def belady_lists(adapter: np.ndarray, num_adapters: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each adapter's requests in stream order, as Belady's ``next_use`` reads them (CSR): (request indices grouped
+    by adapter, each adapter's start, its end).  Only EVICT_BELADY reads them (a sort of the whole stream)."""
+    order = np.argsort(adapter, kind="stable").astype(np.int64)
+    counts = np.bincount(adapter, minlength=num_adapters)
+    ptr = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    return order, ptr, ptr + counts
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def next_use(a, a_cur, a_ptr, a_end, a_list, status):
     """Index of the next request for adapter ``a`` that has not started (Belady)."""

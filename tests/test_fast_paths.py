@@ -493,3 +493,23 @@ def test_error_band_lookup_equals_filtering_the_table():
         got, want = bands._p90(t, basis, metrics), reference(basis, metrics)
         assert got[1:] == want[1:] and (got[0] == want[0] or math.isnan(got[0]) and math.isnan(want[0])), basis
     assert bands.error_bases() is not bands.error_bases(copy=False)   # callers that may modify get a copy
+
+
+@settings(max_examples=50, deadline=None)
+@given(adapter=st.lists(st.integers(0, 6), max_size=40))
+def test_belady_lists_are_each_adapters_requests_in_order(adapter):
+    """policies.belady_lists against the plain reference: adapter a's requests, in stream order, at [ptr[a], end[a])."""
+    from engine.policies import belady_lists
+    ad = np.array(adapter, np.int64)
+    order, ptr, end = belady_lists(ad, 7)
+    for a in range(7):
+        assert list(order[ptr[a]:end[a]]) == [i for i, x in enumerate(adapter) if x == a]
+
+
+def test_only_belady_builds_its_lists():
+    """The stream-wide sort is skipped for every other eviction order (their pick_victim never reads the lists)."""
+    sc = legacy_preset("default", duration_s=20.0, warmup_s=2.0).validate()
+    wl = generate(sc)
+    assert not sim._build(sc, wl)["a_list"].any()
+    arr = sim._build(sc.replace(strategy="oracle"), wl)
+    assert arr["a_list"].any() and arr["A_i"][L.AI_END, -1] == len(wl)
