@@ -376,6 +376,8 @@ def _simulate_arrays(scenario: Scenario, trace: Workload | None):
 def _request_cols(sc: Scenario, R_i, R_f) -> dict:
     """The per-request columns (docs/model.md 7) of the requests that arrived."""
     issued = R_i[L.RI_STATUS] != L.ST_FUTURE
+    if issued.all():  # (every request arrived: views, not 15 copies; the result's DataFrame copies what it keeps)
+        issued = slice(None)
     arrival = R_f[L.RF_ARR][issued]
     status = R_i[L.RI_STATUS][issued]
     first = R_f[L.RF_FIRST][issued]
