@@ -48,7 +48,8 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
  IP_RUN_GROW,  # on-demand KV: decode runs add the blocks _grow_kv would (0: a run stops at the first one needed)
  IP_BLOCKED_RUN,  # decode runs while requests wait that the last pass could not start (SI_BLOCKED; 0: never, the reference)
  IP_MAXBLK,  # the most KV blocks any request can ask for at admission: (prompt + output + block) // block
- IP_LEN) = range(41)
+ IP_QCOMPACT,  # drop finished requests from the wait queue once the scan walks more of them than it scans (0: never)
+ IP_LEN) = range(42)
 # ---- float parameters (fp)
 (FP_DURATION, FP_HORIZON, FP_WINDOW, FP_MAX_WAIT, FP_PCIE_BPS, FP_DISK_BPS, FP_LOAD_LAT,
  FP_DISK_LAT, FP_ADAPTER_CAP, FP_POOL, FP_BLOCK_BYTES, FP_WEIGHT_BYTES, FP_PARAMS, FP_FLOPS,
@@ -560,6 +561,26 @@ def _room_possible(ip, fp, A_i, S_i, res_list, a):
     return ip[IP_UNIFIED] != 0 or held_bytes + A_i[AI_MEMBYTES, a] <= fp[FP_ADAPTER_CAP]
 
 
+@njit(cache=True, nogil=True, _nrt=False, inline='always')
+def _surely_noslot(ip, R_i, A_i, S_i, S_f, r, tokens_used, threshold_ok):
+    """Whether ``_try_admit`` would answer ADM_NOSLOT changing nothing, told without calling it (a call passes its
+    19 arrays field by field; under a standing queue the grouped scan asked it once per group and step): static
+    memory, no prefix cache, SGLang's order off, the request's adapter absent with no room known
+    (``_no_room_known``), and its tokens and KV within the budgets ``_try_admit`` checks first.  False: ask it."""
+    if ip[IP_UNIFIED] or ip[IP_PCACHE] or ip[IP_LORA_FIRST]:
+        return False
+    a = R_i[RI_ADAPTER, r]
+    if A_i[AI_STATE, a] != AS_ABSENT or not _no_room_known(ip, A_i, S_f, a, threshold_ok):
+        return False
+    if ip[IP_CHUNKED]:
+        if ip[IP_MAX_TOKENS] - tokens_used <= 0:
+            return False
+    elif tokens_used + R_i[RI_PROMPT, r] + R_i[RI_GEN, r] > ip[IP_MAX_TOKENS] and tokens_used > 0:
+        return False
+    blocks = _kv_need(R_i, r, ip[IP_BLOCK_TOK]) if ip[IP_ONDEMAND] else R_i[RI_BLOCKS, r]
+    return S_i[SI_KV_BLOCKS] + blocks <= ip[IP_KV_BLOCKS]
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a, ev_t, ev_i,
                ts, running, t, r, tokens_used, threshold_ok, wi):
@@ -704,6 +725,24 @@ def _prefetch(ip, fp, R_i, A_i, A_f, S_i, S_f, res_list, a_list, running, fl, he
         return
     _issue_load(ip, fp, R_i, A_i, S_i, S_f, A_f, res_list, running, fl, heap_t, heap_a, ev_t, ev_i, ts, t, a, wi)
     R_i[RI_LOADED, r] = 1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _compact_queue(R_i, S_i, wq, head):
+    """Drop the finished and refused requests from the wait queue's stretch [head, tail), keeping the order of the
+    others (waiting, and running ones, whose place a preempted request takes again: RI_WQPOS): the same requests in
+    the same order for every scan, fewer entries to walk past.  Requests admitted out of order (a grouped or a
+    skipping scan) leave their entries behind them; under a standing queue the scan walked three entries for every
+    waiting one it looked at."""
+    k = head
+    for i in range(head, S_i[SI_WQTAIL]):
+        r = wq[i]
+        st = R_i[RI_STATUS, r]
+        if st == ST_WAITING or st == ST_RUNNING:
+            wq[k] = r
+            R_i[RI_WQPOS, r] = k
+            k += 1
+    S_i[SI_WQTAIL] = k
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -1387,6 +1426,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 tokens = _schedule_running(ip, R_i, S_i, running)
         wq_tail = S_i[SI_WQTAIL]
         scan_limit = ip[IP_SCAN]
+        dead = 0  # finished (or refused) requests the queue scan walked past
         loads_before = S_i[SI_LOADS]
         if not grouped and ip[IP_CLUSTER] > 0 and S_i[SI_NDISTINCT] >= ip[IP_CLUSTER]:
             # clustering: first admit queued requests whose adapter is already in the batch
@@ -1400,8 +1440,10 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 scanned += 1
                 if A_i[AI_REF, R_i[RI_ADAPTER, r]] == 0:
                     continue
-                code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a,
-                                  ev_t, ev_i, ts, running, t, r, tokens, np.bool_(True), wi)
+                code = ADM_NOSLOT if ip[IP_FASTSKIP] and _surely_noslot(
+                    ip, R_i, A_i, S_i, S_f, r, tokens, np.bool_(True)) else _try_admit(
+                    ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a, ev_t, ev_i, ts, running,
+                    t, r, tokens, np.bool_(True), wi)
                 if code == ADM_OK:
                     new_list[n_new] = r
                     n_new += 1
@@ -1425,6 +1467,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 r = wq[i]
                 i += 1
                 if R_i[RI_STATUS, r] != ST_WAITING:
+                    if R_i[RI_STATUS, r] != ST_RUNNING:
+                        dead += 1
                     continue
                 if R_f[RF_ARR, r] > cutoff:
                     break
@@ -1440,8 +1484,10 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                                   heap_a, ev_t, ev_i, ts, t, r, wi)
                         continue
                     break
-                code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a,
-                                  ev_t, ev_i, ts, running, t, r, tokens, np.bool_(True), wi)
+                code = ADM_NOSLOT if ip[IP_FASTSKIP] and _surely_noslot(
+                    ip, R_i, A_i, S_i, S_f, r, tokens, np.bool_(True)) else _try_admit(
+                    ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a, ev_t, ev_i, ts, running,
+                    t, r, tokens, np.bool_(True), wi)
                 if code == ADM_OK:
                     new_list[n_new] = r
                     n_new += 1
@@ -1471,6 +1517,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 r = wq[i]
                 i += 1
                 if R_i[RI_STATUS, r] != ST_WAITING:
+                    if R_i[RI_STATUS, r] != ST_RUNNING:
+                        dead += 1
                     continue
                 if R_f[RF_ARR, r] > cutoff:
                     break
@@ -1509,8 +1557,10 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                     if S_i[SI_NRUN] >= ip[IP_MAX_BATCH]:
                         stop = True
                         break
-                    code = _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t,
-                                      heap_a, ev_t, ev_i, ts, running, t, r, tokens, thr_ok, wi)
+                    code = ADM_NOSLOT if ip[IP_FASTSKIP] and _surely_noslot(
+                        ip, R_i, A_i, S_i, S_f, r, tokens, thr_ok) else _try_admit(
+                        ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a, ev_t, ev_i, ts,
+                        running, t, r, tokens, thr_ok, wi)
                     if code == ADM_OK:
                         new_list[n_new] = r
                         n_new += 1
@@ -1522,6 +1572,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                         break
                     r = R_i[RI_NEXT, r]
         loads_now = S_i[SI_LOADS] - loads_before
+        if ip[IP_QCOMPACT] and dead >= 256 and dead >= scanned:
+            _compact_queue(R_i, S_i, wq, wq_head)  # (the next scans walk them no more)
         # nobody started and nothing changed: until a request finishes or arrives, a load ends, the window's cutoff
         # or a group's starvation changes or the KV left could refuse a request, every pass would do the same
         # (static, non-contiguous memory: there the KV is the only other thing a pass reads that a step changes).

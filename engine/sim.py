@@ -138,6 +138,7 @@ def _build(sc: Scenario, wl: Workload):
     ip[L.IP_DECODE_RUN] = 1  # 0 runs every decode step through the scheduler (the reference, tested equal)
     ip[L.IP_RUN_GROW] = 1  # 0: a decode run stops at the first new KV block (the reference, tested equal)
     ip[L.IP_BLOCKED_RUN] = 1  # 0: no decode run while requests wait (the reference, tested equal)
+    ip[L.IP_QCOMPACT] = 1  # 0: finished requests stay in the wait queue (the reference, tested equal)
     ip[L.IP_MAXBLK] = max_request_blocks(wl, sc.kv_block_tokens)
     ip[L.IP_QUIET] = 1  # fleet: 0 advances every replica to every arrival (the reference, tested equal)
     ip[L.IP_MAX_STEPS] = step_budget(n, sc)

@@ -4,7 +4,7 @@
 * on-demand KV: decode runs that add the blocks the scheduler's _grow_kv would (IP_RUN_GROW) against runs that
   stop at the first block needed;
 * the no-room memo of a scheduling pass (SF_NOROOM, off with IP_FASTSKIP = 0) against searching for
-  victims on every request (static memory);
+  victims on every request (static memory), with loop._surely_noslot's answers in place of the calls it saves;
 * and two Python shortcuts of a dashboard rerun: Scenario.to_dict against dataclasses.asdict, the error-band
   lookup against filtering its table."""
 import numpy as np
@@ -40,8 +40,10 @@ def _assert_same(a, b):
         if k == "A_i":  # (Belady's cursor into each adapter's future requests is a cache: it may lag behind)
             x, y = np.delete(x, L.AI_CUR, axis=0), np.delete(y, L.AI_CUR, axis=0)
         if k == "S_i":  # (the last scheduling pass's memo for blocked runs, and the count of passes: the references
-            # make more)
-            x, y = np.delete(x, [L.SI_BLOCKED, L.SI_PASSES]), np.delete(y, [L.SI_BLOCKED, L.SI_PASSES])
+            # make more; the wait queue's tail: a compacted queue is shorter, loop._compact_queue)
+            x, y = (np.delete(v, [L.SI_BLOCKED, L.SI_PASSES, L.SI_WQTAIL, L.SI_WQHEAD]) for v in (x, y))
+        if k == "R_i":  # (each request's place in the wait queue: the same order, other indices once compacted)
+            x, y = np.delete(x, L.RI_WQPOS, axis=0), np.delete(y, L.RI_WQPOS, axis=0)
         if k == "S_f":
             x, y = np.delete(x, [L.SF_QCUT, L.SF_QGOLD]), np.delete(y, [L.SF_QCUT, L.SF_QGOLD])
         assert np.array_equal(x, y, equal_nan=True), k
@@ -148,6 +150,15 @@ NOROOM = {
     # adapter is left (the no-room memo covers the smallest adapter)
     "hot_set-queue": ("default", dict(strategy="hot_set", duration_s=60.0, warmup_s=5.0, arrival_rate_rps=21.0)),
     "naive-queue": ("default", dict(strategy="naive", duration_s=40.0, warmup_s=5.0, arrival_rate_rps=30.0)),
+    # loop._surely_noslot answers for _try_admit only where its token and KV checks pass: a later, longer request
+    # of the same pass that breaks the token budget, or the KV, stops the scan (found by searching scenarios that
+    # fail with either check dropped)
+    "grouped-token-budget": ("default", dict(strategy="batch", arrival_rate_rps=30.0, max_batched_tokens=1300,
+                                             prompt_tokens=300, length_dist="lognormal", length_spread=1.0,
+                                             duration_s=20.0, warmup_s=2.0, seed=0, max_batch_size=256)),
+    "grouped-kv": ("default", dict(strategy="batch", arrival_rate_rps=30.0, kv_cache_gb=2.5, prompt_tokens=400,
+                                   output_tokens=200, length_dist="lognormal", length_spread=1.0, duration_s=20.0,
+                                   warmup_s=2.0, seed=0, max_batch_size=256, vram_budget_gb=0.5)),
 }
 
 
