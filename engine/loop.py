@@ -729,7 +729,7 @@ def _prefetch(ip, fp, R_i, A_i, A_f, S_i, S_f, res_list, a_list, running, fl, he
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _compact_queue(R_i, S_i, wq, head):
-    """Drop the finished and refused requests from the wait queue's stretch [head, tail), keeping the order of the
+    """Drop the finished requests from the wait queue's stretch [head, tail), keeping the order of the
     others (waiting, and running ones, whose place a preempted request takes again: RI_WQPOS): the same requests in
     the same order for every scan, fewer entries to walk past.  Requests admitted out of order (a grouped or a
     skipping scan) leave their entries behind them; under a standing queue the scan walked three entries for every
