@@ -562,6 +562,19 @@ def _room_possible(ip, fp, A_i, S_i, res_list, a):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline='always')
+def _cutoff(t, window_s):
+    """The batch window's cutoff at t: requests that arrived after it wait for the next window (the scheduling
+    pass and a blocked decode run compare the same float)."""
+    return np.floor(t / window_s + 1e-9) * window_s
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline='always')
+def _starving(t, oldest_arrival_s, max_wait_s):
+    """A group whose oldest request arrived at ``oldest_arrival_s`` starts whatever its count (grouped orders)."""
+    return t - oldest_arrival_s >= max_wait_s - 1e-9
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline='always')
 def _surely_noslot(ip, R_i, A_i, S_i, S_f, r, tokens_used, threshold_ok):
     """Whether ``_try_admit`` would answer ADM_NOSLOT changing nothing, told without calling it (a call passes its
     19 arrays field by field; under a standing queue the grouped scan asked it once per group and step): static
@@ -711,6 +724,16 @@ def _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_
     running[n] = r
     S_i[SI_NRUN] = n + 1
     return ADM_OK
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline='always')
+def _admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a, ev_t, ev_i, ts, running, t, r,
+           tokens_used, threshold_ok, wi):
+    """``_try_admit``, or its sure ADM_NOSLOT told without the call (``_surely_noslot``, under IP_FASTSKIP)."""
+    if ip[IP_FASTSKIP] and _surely_noslot(ip, R_i, A_i, S_i, S_f, r, tokens_used, threshold_ok):
+        return ADM_NOSLOT
+    return _try_admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a, ev_t, ev_i, ts,
+                      running, t, r, tokens_used, threshold_ok, wi)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -1087,9 +1110,10 @@ def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, ro
     nothing (SI_BLOCKED: a *blocked* run, docs/model.md 6.1); it stops before any iteration in which something else
     could happen: an arrival, a finished load, the time limit or horizon, (on-demand KV) a step whose new blocks
     would not fit (``_grow_kv`` would preempt or evict), and for a blocked run a new window cutoff, a group that
-    starts starving, or KV blocks that leave less room than the largest request could ask for (IP_MAXBLK).  A run is made of segments over a fixed batch: within one, each step's
-    context grows by the batch size, so the step cost needs no pass over the batch, and the generated-token counts
-    are written once at its end.  A segment ends with the first step that emits some request's last token: that step
+    starts starving, or KV blocks that leave less room than the largest request could ask for (IP_MAXBLK).
+
+    A run is made of segments over a fixed batch: within one, each step's context grows by the batch size, so the
+    step cost needs no pass over the batch, and the generated-token counts are written once at its end.  A segment ends with the first step that emits some request's last token: that step
     ends as the scheduler's would (``_emit``: the finished requests leave the batch, a closed loop's client sends its
     next request), and the run goes on with the smaller batch in a new segment, as the reference's next iteration
     would (a scheduler pass finds nobody waiting and admits nobody: nothing but the step happens in it).
@@ -1182,9 +1206,9 @@ def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, ro
         frag_int = S_f[SF_FRAG_INT]
         tokens_win = S_f[SF_TOKENS_WIN]
         while j < j_max and t < t_next and t <= fp[FP_HORIZON]:
-            if win and np.floor(t / W + 1e-9) * W != qcut:
+            if win and _cutoff(t, W) != qcut:
                 break  # (the scheduler's cutoff: queued requests of a new window may start)
-            if grp and t - qgold >= max_wait - 1e-9:
+            if grp and _starving(t, qgold, max_wait):
                 break  # (a group starts starving)
             if grow:
                 inc = ph[m]
@@ -1417,7 +1441,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
             wq_head += 1
         cutoff = t
         if window:
-            cutoff = np.floor(t / W + 1e-9) * W
+            cutoff = _cutoff(t, W)
         n_new = 0
         tokens = 0
         if chunked:  # the running requests' tokens come first: one per decode, the rest of an unfinished prefill
@@ -1426,7 +1450,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 tokens = _schedule_running(ip, R_i, S_i, running)
         wq_tail = S_i[SI_WQTAIL]
         scan_limit = ip[IP_SCAN]
-        dead = 0  # finished (or refused) requests the queue scan walked past
+        dead = 0  # finished requests the queue scan walked past
         loads_before = S_i[SI_LOADS]
         if not grouped and ip[IP_CLUSTER] > 0 and S_i[SI_NDISTINCT] >= ip[IP_CLUSTER]:
             # clustering: first admit queued requests whose adapter is already in the batch
@@ -1440,10 +1464,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 scanned += 1
                 if A_i[AI_REF, R_i[RI_ADAPTER, r]] == 0:
                     continue
-                code = ADM_NOSLOT if ip[IP_FASTSKIP] and _surely_noslot(
-                    ip, R_i, A_i, S_i, S_f, r, tokens, np.bool_(True)) else _try_admit(
-                    ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a, ev_t, ev_i, ts, running,
-                    t, r, tokens, np.bool_(True), wi)
+                code = _admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a, ev_t, ev_i,
+                              ts, running, t, r, tokens, np.bool_(True), wi)
                 if code == ADM_OK:
                     new_list[n_new] = r
                     n_new += 1
@@ -1484,10 +1506,8 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                                   heap_a, ev_t, ev_i, ts, t, r, wi)
                         continue
                     break
-                code = ADM_NOSLOT if ip[IP_FASTSKIP] and _surely_noslot(
-                    ip, R_i, A_i, S_i, S_f, r, tokens, np.bool_(True)) else _try_admit(
-                    ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a, ev_t, ev_i, ts, running,
-                    t, r, tokens, np.bool_(True), wi)
+                code = _admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a, ev_t, ev_i,
+                              ts, running, t, r, tokens, np.bool_(True), wi)
                 if code == ADM_OK:
                     new_list[n_new] = r
                     n_new += 1
@@ -1539,7 +1559,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                     A_i[AI_GCOUNT, a] += 1
             for j in range(ng):
                 a = g_list[j]
-                starving = t - A_f[AF_GOLDEST, a] >= fp[FP_MAX_WAIT] - 1e-9
+                starving = _starving(t, A_f[AF_GOLDEST, a], fp[FP_MAX_WAIT])
                 if not starving and A_f[AF_GOLDEST, a] < qgold:
                     qgold = A_f[AF_GOLDEST, a]
                 g_key[j] = group_key(starving, A_i[AI_STATE, a] != AS_ABSENT, A_f[AF_GOLDEST, a])
@@ -1550,17 +1570,15 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 A_i[AI_GMARK, a] = 0
                 if stop:
                     continue
-                starving = t - A_f[AF_GOLDEST, a] >= fp[FP_MAX_WAIT] - 1e-9
+                starving = _starving(t, A_f[AF_GOLDEST, a], fp[FP_MAX_WAIT])
                 thr_ok = starving or A_i[AI_GCOUNT, a] >= ip[IP_THRESHOLD]
                 r = A_i[AI_GHEAD, a]
                 while r >= 0:
                     if S_i[SI_NRUN] >= ip[IP_MAX_BATCH]:
                         stop = True
                         break
-                    code = ADM_NOSLOT if ip[IP_FASTSKIP] and _surely_noslot(
-                        ip, R_i, A_i, S_i, S_f, r, tokens, thr_ok) else _try_admit(
-                        ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a, ev_t, ev_i, ts,
-                        running, t, r, tokens, thr_ok, wi)
+                    code = _admit(ip, fp, R_i, R_f, A_i, A_f, S_i, S_f, res_list, a_list, fl, heap_t, heap_a, ev_t,
+                                  ev_i, ts, running, t, r, tokens, thr_ok, wi)
                     if code == ADM_OK:
                         new_list[n_new] = r
                         n_new += 1
@@ -1690,11 +1708,11 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
         _emit(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, t_end,
               np.bool_(chunked and (n_part > 0 or S_i[SI_NPART] > 0)))
         t = t_end
-        S_i[SI_LASTDONE] = n_run - S_i[SI_NRUN]
+        S_i[SI_LASTDONE] = n_run - S_i[SI_NRUN]  # finished at t_end (preemption happens later, in scheduling)
         # (a decode run may go on past this pass while requests wait: none finished in its step)
         S_i[SI_BLOCKED] = 1 if quiet and S_i[SI_NRUN] == n_run else 0
         S_f[SF_QCUT] = cutoff
-        S_f[SF_QGOLD] = qgold  # finished at t_end (preemption happens later, in scheduling)
+        S_f[SF_QGOLD] = qgold
     S_f[SF_END_T] = t
     S_f[SF_T] = t
     S_i[SI_WQHEAD] = wq_head
