@@ -31,7 +31,7 @@ from numba import njit
 from .costs import kernel_step_seconds, step_seconds
 from .kernels import DENSE_OPS, PARAM_NAMES
 from .memory import ext_alloc, ext_free, fragmentation
-from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victim
+from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_class, group_key, pick_victim
 
 # ---- integer parameters (ip)
 (IP_N, IP_A, IP_MAX_BATCH, IP_MAX_TOKENS, IP_SLOTS, IP_HOST_CAP, IP_KV_BLOCKS,
@@ -49,7 +49,8 @@ from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victi
  IP_BLOCKED_RUN,  # decode runs while requests wait that the last pass could not start (SI_BLOCKED; 0: never, the reference)
  IP_MAXBLK,  # the most KV blocks any request can ask for at admission: (prompt + output + block) // block
  IP_QCOMPACT,  # drop finished requests from the wait queue once the scan walks more of them than it scans (0: never)
- IP_LEN) = range(42)
+ IP_GPART,  # grouped scan: groups in arrival order are ordered by a stable partition by class (0: the merge sort)
+ IP_LEN) = range(43)
 # ---- float parameters (fp)
 (FP_DURATION, FP_HORIZON, FP_WINDOW, FP_MAX_WAIT, FP_PCIE_BPS, FP_DISK_BPS, FP_LOAD_LAT,
  FP_DISK_LAT, FP_ADAPTER_CAP, FP_POOL, FP_BLOCK_BYTES, FP_WEIGHT_BYTES, FP_PARAMS, FP_FLOPS,
@@ -295,6 +296,35 @@ def _sort_groups(key, items, n, wf, wi):
             j -= 1
         key[j + 1] = k
         items[j + 1] = v
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _partition_groups(cls, items, n, tmp):
+    """Reorder items[:n] by cls[:n] (0, 1, 2), keeping their order within a class (``tmp[:n]``: scratch): the
+    stable sort by ``group_key`` when the items are already ordered by its second part, their oldest arrival."""
+    n0 = 0
+    n1 = 0
+    for j in range(n):
+        if cls[j] == 0:
+            n0 += 1
+        elif cls[j] == 1:
+            n1 += 1
+    p0 = 0
+    p1 = n0
+    p2 = n0 + n1
+    for j in range(n):
+        c = cls[j]
+        if c == 0:
+            tmp[p0] = items[j]
+            p0 += 1
+        elif c == 1:
+            tmp[p1] = items[j]
+            p1 += 1
+        else:
+            tmp[p2] = items[j]
+            p2 += 1
+    for j in range(n):
+        items[j] = tmp[j]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -1557,13 +1587,26 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                     R_i[RI_NEXT, A_i[AI_GTAIL, a]] = r
                     A_i[AI_GTAIL, a] = r
                     A_i[AI_GCOUNT, a] += 1
+            # the groups come in the queue order of their oldest requests, which is arrival order (checked here): then
+            # the stable sort by class and oldest arrival (group_key) is a stable partition by class
+            cls = wi[:ng]
+            in_order = ip[IP_GPART] != 0
+            prev = -_INF
             for j in range(ng):
                 a = g_list[j]
-                starving = _starving(t, A_f[AF_GOLDEST, a], fp[FP_MAX_WAIT])
-                if not starving and A_f[AF_GOLDEST, a] < qgold:
-                    qgold = A_f[AF_GOLDEST, a]
-                g_key[j] = group_key(starving, A_i[AI_STATE, a] != AS_ABSENT, A_f[AF_GOLDEST, a])
-            _sort_groups(g_key, g_list, ng, wf, wi)
+                oldest = A_f[AF_GOLDEST, a]
+                starving = _starving(t, oldest, fp[FP_MAX_WAIT])
+                if not starving and oldest < qgold:
+                    qgold = oldest
+                if oldest < prev:
+                    in_order = False
+                prev = oldest
+                cls[j] = group_class(starving, A_i[AI_STATE, a] != AS_ABSENT)
+                g_key[j] = group_key(starving, A_i[AI_STATE, a] != AS_ABSENT, oldest)
+            if in_order:
+                _partition_groups(cls, g_list, ng, wi[ng:2 * ng])
+            else:
+                _sort_groups(g_key, g_list, ng, wf, wi)
             stop = False
             for jj in range(ng):
                 a = g_list[jj]

@@ -194,11 +194,16 @@ def pick_victim(evict, need_idle, res_list, n_res, state, pinned, ref, wait, las
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def group_class(starving, resident):
+    """Class of an adapter group for ORDER_GROUPED: 0 starving, 1 resident, 2 the others (oldest first in each)."""
+    if starving:
+        return 0
+    if resident:
+        return 1
+    return 2
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def group_key(starving, resident, oldest_arrival_s):
     """Order of adapter groups for ORDER_GROUPED: starving, then resident, then oldest."""
-    bucket = 2.0
-    if starving:
-        bucket = 0.0
-    elif resident:
-        bucket = 1.0
-    return bucket * 1e12 + oldest_arrival_s
+    return float(group_class(starving, resident)) * 1e12 + oldest_arrival_s

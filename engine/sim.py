@@ -135,10 +135,9 @@ def _build(sc: Scenario, wl: Workload):
     ip[L.IP_MAX_INSYS] = sc.max_in_system if not wl.closed else 0  # open loop, a replayed trace included
     ip[L.IP_FASTSKIP] = 1  # 0 scans the whole queue (the reference the fast path is tested against)
     ip[L.IP_CHUNKED] = int(sc.chunked_prefill_on())
-    ip[L.IP_DECODE_RUN] = 1  # 0 runs every decode step through the scheduler (the reference, tested equal)
-    ip[L.IP_RUN_GROW] = 1  # 0: a decode run stops at the first new KV block (the reference, tested equal)
-    ip[L.IP_BLOCKED_RUN] = 1  # 0: no decode run while requests wait (the reference, tested equal)
-    ip[L.IP_QCOMPACT] = 1  # 0: finished requests stay in the wait queue (the reference, tested equal)
+    # the loop's shortcuts (loop.py's IP_ list says what each does), each tested equal to its reference, 0: decode
+    # runs, their KV growth, blocked runs, the wait queue's compaction, the grouped scan's partition
+    ip[[L.IP_DECODE_RUN, L.IP_RUN_GROW, L.IP_BLOCKED_RUN, L.IP_QCOMPACT, L.IP_GPART]] = 1
     ip[L.IP_MAXBLK] = max_request_blocks(wl, sc.kv_block_tokens)
     ip[L.IP_QUIET] = 1  # fleet: 0 advances every replica to every arrival (the reference, tested equal)
     ip[L.IP_MAX_STEPS] = step_budget(n, sc)
