@@ -499,13 +499,18 @@ def render() -> None:
         n_reps = 1
 
     decision = None
-    with st.spinner("Simulating..."):
-        cap = n_reps
-        if auto and n_reps >= 2:
-            results, reps, failed, decision = run_until_decided(sc, state.strategies, cap, objective, trace)
-            n_reps = len(next(iter(reps.values()))) if reps else n_reps
-        else:
-            results, reps, failed = runner.run_replications(sc, state.strategies, n_reps, trace)
+    cap = n_reps
+    found = None if trace is not None or (auto and n_reps >= 2) else runner.cached_replications(
+        sc, state.strategies, n_reps)
+    if found is not None:  # (every run in the cache: read here, no spinner)
+        results, reps, failed = found
+    else:
+        with st.spinner("Simulating..."):
+            if auto and n_reps >= 2:
+                results, reps, failed, decision = run_until_decided(sc, state.strategies, cap, objective, trace)
+                n_reps = len(next(iter(reps.values()))) if reps else n_reps
+            else:
+                results, reps, failed = runner.run_replications(sc, state.strategies, n_reps, trace)
     if trace is not None and failed and all(m.startswith("trace:") for m in failed.values()):
         st.error(f"The trace CSV was rejected: {next(iter(failed.values()))}", icon=":material/error:")
         if st.button("Stop replaying the trace"):

@@ -36,7 +36,7 @@ import itertools
 import os
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from contextlib import contextmanager
@@ -104,6 +104,7 @@ def warmup() -> float:
 SMALL_RUN_REQUESTS = 12_000
 FULL_CACHE_ENTRIES = 128
 BIG_CACHE_ENTRIES = 32
+SUMMARY_CACHE_ENTRIES = 20_000
 
 
 def _full(scenario_json: str, engine_version: str, trace_digest: str | None = None,
@@ -134,7 +135,7 @@ def small_run(sc: Scenario) -> bool:
     return not sc.trace and sc.arrival_process != "closed" and sc.expected_requests() <= SMALL_RUN_REQUESTS
 
 
-@st.cache_data(max_entries=20_000, show_spinner=False)
+@st.cache_data(max_entries=SUMMARY_CACHE_ENTRIES, show_spinner=False)
 def _summary(scenario_json: str, engine_version: str) -> dict:
     return simulate_summary(Scenario.from_json(scenario_json))
 
@@ -147,6 +148,24 @@ def capped(sc: Scenario) -> Scenario:
 #: waits for that result instead of computing it again (``st.cache_data`` shares finished results only).
 _INFLIGHT: dict[tuple, Future] = {}
 _INFLIGHT_LOCK = threading.Lock()
+
+#: The keys of ``once`` that returned a result, most recently asked for last, at most as many of a kind as
+#: (a little under) that kind's cache holds: every call of the cached functions goes through ``once`` and both
+#: this and ``st.cache_data``'s memory cache keep the most recently used entries, so a key held here is in the
+#: cache.  ``cached_replications`` reads it to serve a rerun whose runs are all cached without the workers.
+_DONE_BOUND = {"full": FULL_CACHE_ENTRIES * 3 // 4, "summary": SUMMARY_CACHE_ENTRIES * 3 // 4}
+_DONE: dict[str, OrderedDict] = {k: OrderedDict() for k in _DONE_BOUND}
+
+
+def _remember(key: tuple) -> None:
+    done = _DONE.get(key[0]) if len(key) == 2 else None  # (a replayed trace's runs are not tracked)
+    if done is None:
+        return
+    with _INFLIGHT_LOCK:
+        done[key[1]] = True
+        done.move_to_end(key[1])
+        while len(done) > _DONE_BOUND[key[0]]:
+            done.popitem(last=False)
 
 
 def once(key: tuple, fn: Callable[[], Any]) -> Any:
@@ -163,7 +182,9 @@ def once(key: tuple, fn: Callable[[], Any]) -> Any:
             fut.set_running_or_notify_cancel()
     if not owner:
         fut.result()
-        return fn()
+        out = fn()
+        _remember(key)
+        return out
     try:
         out = fn()
     except BaseException as e:
@@ -171,10 +192,49 @@ def once(key: tuple, fn: Callable[[], Any]) -> Any:
         raise
     else:
         fut.set_result(out)
+        _remember(key)
         return out
     finally:
         with _INFLIGHT_LOCK:
             _INFLIGHT.pop(key, None)
+
+
+def _keys(sc: Scenario, strategies: list[str], n_reps: int) -> list[tuple] | None:
+    """The ``once`` keys ``run_replications(sc, strategies, n_reps)`` asks for (replication 0's full result, the
+    others' summaries), in its job order; None where a run is not one ``run`` caches by its scenario alone."""
+    keys = []
+    try:
+        for s in strategies:
+            for k in range(n_reps):
+                c = capped(sc.replace(strategy=s) if k == 0 else sc.replace(strategy=s, seed=sc.seed + k)).validate()
+                if k == 0 and not small_run(c):
+                    return None
+                keys.append(("full" if k == 0 else "summary", c.to_json()))
+    except ValueError:
+        return None  # (the workers' jobs report it)
+    return keys
+
+
+def cached_replications(sc: Scenario, strategies: list[str], n_reps: int
+                        ) -> tuple[dict[str, dict], dict[str, list[dict]], dict[str, str]] | None:
+    """What ``run_replications(sc, strategies, n_reps)`` returns, read from the caches in this thread when every run
+    is there (a slider step the server anticipated, a rerun for a page-local control, a shared scenario): no worker
+    hand-off, no spinner; None when some run is not cached (or is not a generated live-view run)."""
+    keys = _keys(sc, strategies, n_reps)
+    if keys is None:
+        return None
+    with _INFLIGHT_LOCK:
+        if not all(k[1] in _DONE[k[0]] for k in keys):
+            return None
+    results: dict[str, dict] = {}
+    reps: dict[str, list[dict]] = {}
+    for (kind, js), s in zip(keys, (s for s in strategies for _ in range(n_reps))):
+        if kind == "full":
+            results[s] = once((kind, js), lambda js=js: _full_small(js, ENGINE_VERSION))
+            reps[s] = [results[s]["summary"]]
+        else:
+            reps[s].append(once((kind, js), lambda js=js: _summary(js, ENGINE_VERSION)))
+    return results, reps, {}
 
 
 def run(sc: Scenario, trace: dict | None = None) -> dict:

@@ -89,3 +89,48 @@ def test_a_later_look_runs_only_its_new_replications():
     for s in reps:
         assert [r["ttft_p99_ms"] for r in reps[s]] == [simulate(sc.replace(strategy=s, seed=sc.seed + k))
                                                        .summary["ttft_p99_ms"] for k in (1, 2)]
+
+
+def test_cached_replications_read_what_the_workers_computed_and_nothing_else():
+    """runner.cached_replications (a rerun whose runs are all cached, read without the workers) returns exactly what
+    run_replications returned, and None while any run is missing, for a run ``run`` does not cache by its scenario
+    alone (a long one), or for a scenario that cannot run."""
+    import numpy as np
+    import pandas as pd
+    sc = legacy_preset("default", duration_s=12.0, warmup_s=1.0, arrival_rate_rps=7.25, seed=4242)
+    strategies = ["naive", "slora"]
+    assert runner.cached_replications(sc, strategies, 2) is None  # (never run)
+    results, reps, failed = runner.run_replications(sc, strategies, 2)
+    assert not failed
+    got = runner.cached_replications(sc, strategies, 2)
+    assert got is not None
+    g_results, g_reps, g_failed = got
+    assert g_failed == {} and g_reps == reps and list(g_results) == strategies
+    for s in strategies:
+        pd.testing.assert_frame_equal(g_results[s]["requests"], results[s]["requests"])
+        assert g_results[s]["summary"] == results[s]["summary"]
+    assert runner.cached_replications(sc, strategies, 3) is None  # replication 3 was never run
+    assert runner.cached_replications(sc, strategies + ["vllm"], 2) is None
+    assert runner.cached_replications(sc.replace(seed=4243), strategies, 2) is None
+    long = sc.replace(duration_s=float(np.ceil(2 * runner.SMALL_RUN_REQUESTS / sc.arrival_rate_rps)))
+    assert runner.cached_replications(long, strategies, 1) is None
+    assert runner.cached_replications(sc.replace(hot_set_k=10_000), ["hot_set"], 1) is None
+
+
+def test_remembered_runs_stay_fewer_than_the_caches_hold():
+    """A key held in runner._DONE must still be in st.cache_data's cache (both keep the most recently used): so
+    each kind holds fewer keys than its cache's entries, and the oldest go first."""
+    assert runner._DONE_BOUND["full"] < runner.FULL_CACHE_ENTRIES
+    assert runner._DONE_BOUND["summary"] < runner.SUMMARY_CACHE_ENTRIES
+    saved = dict(runner._DONE_BOUND)
+    try:
+        runner._DONE_BOUND["summary"] = 3
+        for i in range(5):
+            runner._remember(("summary", f"x{i}"))
+        assert list(runner._DONE["summary"])[-3:] == ["x2", "x3", "x4"] and "x0" not in runner._DONE["summary"]
+        runner._remember(("full", "y", "trace-digest"))  # a replayed trace's run: not tracked
+        assert "y" not in runner._DONE["full"]
+    finally:
+        runner._DONE_BOUND.update(saved)
+        for k in ("x2", "x3", "x4"):
+            runner._DONE["summary"].pop(k, None)
