@@ -31,7 +31,7 @@ from numba import njit
 from .costs import kernel_step_seconds, step_seconds
 from .kernels import DENSE_OPS, PARAM_NAMES
 from .memory import ext_alloc, ext_free, fragmentation
-from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_class, group_key, pick_victim
+from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victim
 
 # ---- integer parameters (ip)
 (IP_N, IP_A, IP_MAX_BATCH, IP_MAX_TOKENS, IP_SLOTS, IP_HOST_CAP, IP_KV_BLOCKS,
@@ -299,21 +299,22 @@ def _sort_groups(key, items, n, wf, wi):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _partition_groups(cls, items, n, tmp):
-    """Reorder items[:n] by cls[:n] (0, 1, 2), keeping their order within a class (``tmp[:n]``: scratch): the
-    stable sort by ``group_key`` when the items are already ordered by its second part, their oldest arrival."""
+def _partition_groups(key, items, n, tmp):
+    """Reorder items[:n] by the class in key[:n] (``group_key``: class x 1e12 + oldest arrival, the arrival far
+    below 1e12 s), keeping their order within a class (``tmp[:n]``: scratch): the stable sort by ``group_key`` when
+    the items are already ordered by its second part, their oldest arrival."""
     n0 = 0
     n1 = 0
     for j in range(n):
-        if cls[j] == 0:
+        if key[j] < 1e12:
             n0 += 1
-        elif cls[j] == 1:
+        elif key[j] < 2e12:
             n1 += 1
     p0 = 0
     p1 = n0
     p2 = n0 + n1
     for j in range(n):
-        c = cls[j]
+        c = 0 if key[j] < 1e12 else (1 if key[j] < 2e12 else 2)
         if c == 0:
             tmp[p0] = items[j]
             p0 += 1
@@ -1589,7 +1590,6 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                     A_i[AI_GCOUNT, a] += 1
             # the groups come in the queue order of their oldest requests, which is arrival order (checked here): then
             # the stable sort by class and oldest arrival (group_key) is a stable partition by class
-            cls = wi[:ng]
             in_order = ip[IP_GPART] != 0
             prev = -_INF
             for j in range(ng):
@@ -1601,10 +1601,9 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                 if oldest < prev:
                     in_order = False
                 prev = oldest
-                cls[j] = group_class(starving, A_i[AI_STATE, a] != AS_ABSENT)
                 g_key[j] = group_key(starving, A_i[AI_STATE, a] != AS_ABSENT, oldest)
             if in_order:
-                _partition_groups(cls, g_list, ng, wi[ng:2 * ng])
+                _partition_groups(g_key, g_list, ng, wi[:ng])
             else:
                 _sort_groups(g_key, g_list, ng, wf, wi)
             stop = False

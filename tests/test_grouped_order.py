@@ -1,7 +1,8 @@
 """The grouped scan's order of adapter groups (ORDER_GROUPED: batch, batch_t4_k2, hotset_batch_t4; docs/model.md
-6.2): starving groups, then resident ones, then the others, oldest first in each (policies.group_key).  The scan
-builds its groups in the wait queue's order of their oldest requests, which is arrival order, so the stable sort
-by that key is a stable partition by class (loop._partition_groups, IP_GPART); where the groups are not in
+6.2): starving groups, then resident ones, then the others, oldest first in each (policies.group_key: class x 1e12
++ oldest arrival).  The scan builds its groups in the wait queue's order of their oldest requests, which is arrival
+order, so the stable sort by that key is a stable partition by class, read off the key (loop._partition_groups,
+IP_GPART); where the groups are not in
 arrival order the loop merge-sorts them (loop._sort_groups, the reference).  Checked: the partition against a
 stable argsort of the keys, and whole runs against the merge sort, every state array equal bit for bit
 (tests/test_fast_paths._assert_same), on standing queues where the three classes meet, on a fleet, on random
@@ -30,11 +31,10 @@ def test_partition_is_the_stable_sort_of_the_keys(classes, gaps, start):
     partition gives the order np.argsort(group_key, kind="stable") gives."""
     n = len(classes)
     oldest = start + np.cumsum(gaps[:n])
-    cls = np.array(classes, np.int64)
     keys = np.array([group_key(c == 0, c == 1, o) for c, o in zip(classes, oldest)])
     items = np.arange(100, 100 + n, dtype=np.int64)
     want = items[np.argsort(keys, kind="stable")]
-    L._partition_groups(cls, items, n, np.zeros(n, np.int64))
+    L._partition_groups(keys.copy(), items, n, np.zeros(n, np.int64))
     assert list(items) == list(want)
 
 
