@@ -7,6 +7,8 @@ drawing the workload, building the arrays, the jitted loop and the pandas result
    median of ``--runs`` warm runs after one warm-up; target <= 10 ms each (issue 26; 20 ms before it);
 2. about 1,000,000 requests (preset ``seed1-rtx3090``, 64 req/s x 15,625 s, stable:
    every request completes), strategies naive and batch; target <= 0.5 s each (issue 26; 2 s before it);
+2b / 2c (no targets): the vLLM skip scan's early stop and the grouped scan's partition, each against the path
+   it replaces, on overloaded runs;
 3. speedup over the same engine with ``NUMBA_DISABLE_JIT=1`` (run in a subprocess) on the
    default scenario scaled down to about 2,000 requests: (no-JIT seconds per request) /
    (JIT seconds per request); target >= 100x.
@@ -255,6 +257,42 @@ def bench_skip_scan(runs: int, quiet: bool) -> dict:
     return out
 
 
+# ------------------------------------------------------------------------------- 2c. grouped scan's order
+GROUPED_RATES = (12.0, 20.0, 30.0)
+
+
+def bench_grouped(runs: int, quiet: bool) -> dict:
+    """batch under a standing queue (the dashboard's default scenario, 660 s, at rates past its capacity of
+    about 9 req/s): the loop with the grouped scan's groups ordered by a stable partition (IP_GPART = 1, the
+    default) against the merge sort (0).  No target."""
+    from engine import Scenario, sim
+    from engine import loop as L
+    from engine.workload import generate
+    base = Scenario.from_preset("default", strategy="batch")
+    out = {"preset": "default", "strategy": "batch", "duration_s": base.duration_s, "runs": runs, "rates": {}}
+    _say(quiet, "")
+    _say(quiet, f"[2c] grouped scan under a standing queue: batch, default preset, {base.duration_s:g} s; jitted loop, "
+         f"median of {runs} runs; partition (IP_GPART 1) against merge sort (0); no target")
+    for rate in GROUPED_RATES:
+        sc = base.replace(arrival_rate_rps=rate)
+        wl = generate(sc)
+        row = {"requests": len(wl.arrival_s)}
+        for fast in (1, 0):
+            walls = []
+            for k in range(runs + 1):
+                arr = sim._build(sc, wl)
+                arr["ip"][L.IP_GPART] = fast
+                t0 = time.perf_counter()
+                L.run_loop(*[arr[key] for key in sim.LOOP_ARGS])
+                if k:
+                    walls.append(time.perf_counter() - t0)
+            row["partition_ms" if fast else "merge_sort_ms"] = 1e3 * statistics.median(walls)
+        out["rates"][rate] = row
+        _say(quiet, f"    {rate:4g} req/s ({row['requests']:,} requests): partition {row['partition_ms']:7.1f} ms, "
+             f"merge sort {row['merge_sort_ms']:7.1f} ms ({row['merge_sort_ms'] / row['partition_ms']:.1f}x)")
+    return out
+
+
 # ------------------------------------------------------------------------------- 3. JIT speedup
 def _scaled_scenario(strategy: str, duration_s: float):
     from engine import Scenario
@@ -364,6 +402,7 @@ def main(argv=None) -> int:
     for key, fn in (("default", lambda: bench_default(runs, quiet)),
                     ("million", lambda: bench_million(max(1, a.million_runs), quiet)),
                     ("skip_scan", lambda: bench_skip_scan(3, quiet)),
+                    ("grouped", lambda: bench_grouped(3, quiet)),
                     ("jit", lambda: bench_jit(runs, max(1, a.nojit_runs), quiet))):
         try:
             result[key] = fn()
