@@ -225,10 +225,26 @@ def bench_million(runs: int, quiet: bool) -> dict:
 
 
 # ------------------------------------------------------------------------------- 2b. skip-scan early stop
+def _loop_median(sc, wl, flag: int, value: int, runs: int):
+    """(median seconds of the jitted loop over ``runs`` runs after one untimed, the last run's arrays) with the
+    loop flag ``flag`` set to ``value``: a shortcut (1) or the path it replaced (0)."""
+    from engine import loop as L
+    from engine import sim
+    walls = []
+    for k in range(runs + 1):
+        arr = sim._build(sc, wl)
+        arr["ip"][flag] = value
+        t0 = time.perf_counter()
+        L.run_loop(*[arr[key] for key in sim.LOOP_ARGS])
+        if k:
+            walls.append(time.perf_counter() - t0)
+    return statistics.median(walls), arr
+
+
 def bench_skip_scan(runs: int, quiet: bool) -> dict:
     """An hour of an overloaded many-adapter vLLM run: the loop with the skip scan's early stop
     (IP_FASTSKIP = 1, the default) against scanning the whole waiting queue (0).  No target."""
-    from engine import Scenario, sim
+    from engine import Scenario
     from engine import loop as L
     from engine.workload import generate
     sc = Scenario.from_preset("vllm-llama31-8b", num_adapters=384, max_loras=8, max_cpu_loras=384,
@@ -241,16 +257,9 @@ def bench_skip_scan(runs: int, quiet: bool) -> dict:
     _say(quiet, f"[2b] vLLM skip scan: vllm-llama31-8b, 384 adapters, max_loras 8, 22.4 req/s for 3600 s "
          f"({len(wl.arrival_s):,} requests, overloaded); jitted loop, median of {runs} runs; no target")
     for fast in (1, 0):
-        walls = []
-        for k in range(runs + 1):
-            arr = sim._build(sc, wl)
-            arr["ip"][L.IP_FASTSKIP] = fast
-            t0 = time.perf_counter()
-            L.run_loop(*[arr[key] for key in sim.LOOP_ARGS])
-            if k:
-                walls.append(time.perf_counter() - t0)
-        out["early_stop_s" if fast else "full_scan_s"] = statistics.median(walls)
-        _say(quiet, f"    {'early stop' if fast else 'full scan':<10} {statistics.median(walls):8.3f} s "
+        wall, arr = _loop_median(sc, wl, L.IP_FASTSKIP, fast, runs)
+        out["early_stop_s" if fast else "full_scan_s"] = wall
+        _say(quiet, f"    {'early stop' if fast else 'full scan':<10} {wall:8.3f} s "
              f"(waiting at the end: {int(arr['S_i'][L.SI_NWAIT]):,})")
     out["ratio"] = out["full_scan_s"] / out["early_stop_s"]
     _say(quiet, f"    full scan / early stop: {out['ratio']:.1f}x")
@@ -265,7 +274,7 @@ def bench_grouped(runs: int, quiet: bool) -> dict:
     """batch under a standing queue (the dashboard's default scenario, 660 s, at rates past its capacity of
     about 9 req/s): the loop with the grouped scan's groups ordered by a stable partition (IP_GPART = 1, the
     default) against the merge sort (0).  No target."""
-    from engine import Scenario, sim
+    from engine import Scenario
     from engine import loop as L
     from engine.workload import generate
     base = Scenario.from_preset("default", strategy="batch")
@@ -278,15 +287,7 @@ def bench_grouped(runs: int, quiet: bool) -> dict:
         wl = generate(sc)
         row = {"requests": len(wl.arrival_s)}
         for fast in (1, 0):
-            walls = []
-            for k in range(runs + 1):
-                arr = sim._build(sc, wl)
-                arr["ip"][L.IP_GPART] = fast
-                t0 = time.perf_counter()
-                L.run_loop(*[arr[key] for key in sim.LOOP_ARGS])
-                if k:
-                    walls.append(time.perf_counter() - t0)
-            row["partition_ms" if fast else "merge_sort_ms"] = 1e3 * statistics.median(walls)
+            row["partition_ms" if fast else "merge_sort_ms"] = 1e3 * _loop_median(sc, wl, L.IP_GPART, fast, runs)[0]
         out["rates"][rate] = row
         _say(quiet, f"    {rate:4g} req/s ({row['requests']:,} requests): partition {row['partition_ms']:7.1f} ms, "
              f"merge sort {row['merge_sort_ms']:7.1f} ms ({row['merge_sort_ms'] / row['partition_ms']:.1f}x)")

@@ -21,9 +21,11 @@ from engine.workload import generate
 _STATE = ("R_i", "R_f", "A_i", "A_f", "S_i", "S_f", "ts", "ev_t", "ev_i", "heap_t", "heap_a")
 
 
-def _both(sc: Scenario, flag=L.IP_DECODE_RUN):
+def _both(sc: Scenario, flag=L.IP_DECODE_RUN, wl=None):
+    """The run of ``sc`` (or of the workload ``wl``) with the loop flag ``flag`` on, then with it off."""
     sc = sc.validate()
-    wl = generate(sc, n_closed=sc.concurrency * 64 + 1024) if sc.arrival_process == "closed" else generate(sc)
+    if wl is None:
+        wl = generate(sc, n_closed=sc.concurrency * 64 + 1024) if sc.arrival_process == "closed" else generate(sc)
     out = []
     for fast in (1, 0):
         arr = sim._build(sc, wl)

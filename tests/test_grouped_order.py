@@ -15,7 +15,6 @@ from legacy import legacy_preset
 from test_fast_paths import _assert_same, _both, _fleet_equals_reference
 
 from engine import loop as L
-from engine import sim
 from engine.policies import group_class, group_key
 from engine.workload import Workload
 
@@ -86,14 +85,9 @@ def test_a_queue_out_of_arrival_order_is_merge_sorted():
     n = 60
     arrival = 1.0 + 0.01 * np.arange(n)[::-1]  # request 0 last: the others wait for it to enter the queue
     wl = Workload(arrival, rng.integers(0, 6, n), np.full(n, 300), np.full(n, 60))
-    out = []
-    for flag in (1, 0):
-        arr = sim._build(sc, wl)
-        arr["ip"][L.IP_GPART] = flag
-        L.run_loop(*[arr[k] for k in sim.LOOP_ARGS])
-        out.append(arr)
-    _assert_same(*out)
-    assert (out[0]["R_i"][L.RI_STATUS] == L.ST_DONE).sum() == n
+    fast, ref = _both(sc, L.IP_GPART, wl)
+    _assert_same(fast, ref)
+    assert (fast["R_i"][L.RI_STATUS] == L.ST_DONE).sum() == n
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
