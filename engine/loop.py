@@ -118,8 +118,9 @@ AF_READY, AF_LOADSTART, AF_GOLDEST, AF_LEN = range(4)
  # static memory, within one scheduling pass: the smallest adapter for which no room could be made (nothing
  # was evictable), so no adapter that large can get room until the pass ends (_try_admit skips the search)
  SF_NOROOM,
- # SI_BLOCKED: that pass's window cutoff, and the oldest group's arrival among the groups not starving (_INF: none)
- SF_QCUT, SF_QGOLD, SF_LEN) = range(24)
+ # SI_BLOCKED: the arrival of the first request that pass's window cutoff held back (_INF: none it could reach), and
+ # the oldest group's arrival among the groups not starving (_INF: none)
+ SF_QNEXT, SF_QGOLD, SF_LEN) = range(24)
 # ---- how a call of run_loop ended: not started yet, paused before an iteration at t >= the limit,
 # paused idle (its next known event is after the limit), finished
 PH_FRESH, PH_TOP, PH_IDLE, PH_DONE = 0, 1, 2, 3
@@ -1209,7 +1210,7 @@ def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, ro
         win = blocked and ip[IP_WINDOW] != 0
         grp = blocked and ip[IP_ORDER] == ORDER_GROUPED
         W = fp[FP_WINDOW]
-        qcut = S_f[SF_QCUT]
+        qnext = S_f[SF_QNEXT]
         qgold = S_f[SF_QGOLD]
         max_wait = fp[FP_MAX_WAIT]
         bucket = fp[FP_BUCKET]
@@ -1237,8 +1238,10 @@ def _decode_run(ip, fp, R_i, R_f, A_i, S_i, S_f, wq, fl, running, heap_t, ts, ro
         frag_int = S_f[SF_FRAG_INT]
         tokens_win = S_f[SF_TOKENS_WIN]
         while j < j_max and t < t_next and t <= fp[FP_HORIZON]:
-            if win and _cutoff(t, W) != qcut:
-                break  # (the scheduler's cutoff: queued requests of a new window may start)
+            if win and _cutoff(t, W) >= qnext:
+                # (the scheduler's cutoff releases the first queued request the pass held back: it may start; a
+                # window that releases nobody changes nothing the pass read)
+                break
             if grp and _starving(t, qgold, max_wait):
                 break  # (a group starts starving)
             if grow:
@@ -1463,6 +1466,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
         tick0 = S_i[SI_TICK]
         chg0 = S_i[SI_EVICTS] + S_i[SI_REJECTS] + S_i[SI_PREEMPTS] + S_i[SI_PCEVICTS]
         qgold = _INF
+        qnext = _INF  # the arrival of the first queued request the window cutoff holds back from the scan (none)
         S_f[SF_NOROOM] = _INF
         if ip[IP_ONDEMAND] and S_i[SI_NRUN] > 0:
             p0 = _grow_kv(ip, fp, R_i, R_f, A_i, S_i, S_f, res_list, a_list, fl, ev_t, ev_i, t, running)
@@ -1524,6 +1528,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                         dead += 1
                     continue
                 if R_f[RF_ARR, r] > cutoff:
+                    qnext = R_f[RF_ARR, r]
                     break
                 scanned += 1
                 if res_only:
@@ -1572,6 +1577,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
                         dead += 1
                     continue
                 if R_f[RF_ARR, r] > cutoff:
+                    qnext = R_f[RF_ARR, r]
                     break
                 scanned += 1
                 a = R_i[RI_ADAPTER, r]
@@ -1753,7 +1759,7 @@ def run_loop(ip, fp, R_i, R_f, A_i, A_f, a_list, S_i, S_f, wq, running, new_list
         S_i[SI_LASTDONE] = n_run - S_i[SI_NRUN]  # finished at t_end (preemption happens later, in scheduling)
         # (a decode run may go on past this pass while requests wait: none finished in its step)
         S_i[SI_BLOCKED] = 1 if quiet and S_i[SI_NRUN] == n_run else 0
-        S_f[SF_QCUT] = cutoff
+        S_f[SF_QNEXT] = qnext
         S_f[SF_QGOLD] = qgold
     S_f[SF_END_T] = t
     S_f[SF_T] = t

@@ -47,7 +47,7 @@ def _assert_same(a, b):
         if k == "R_i":  # (each request's place in the wait queue: the same order, other indices once compacted)
             x, y = np.delete(x, L.RI_WQPOS, axis=0), np.delete(y, L.RI_WQPOS, axis=0)
         if k == "S_f":
-            x, y = np.delete(x, [L.SF_QCUT, L.SF_QGOLD]), np.delete(y, [L.SF_QCUT, L.SF_QGOLD])
+            x, y = np.delete(x, [L.SF_QNEXT, L.SF_QGOLD]), np.delete(y, [L.SF_QNEXT, L.SF_QGOLD])
         assert np.array_equal(x, y, equal_nan=True), k
 
 
