@@ -31,7 +31,7 @@ from numba import njit
 from .costs import kernel_step_seconds, step_seconds
 from .kernels import DENSE_OPS, PARAM_NAMES
 from .memory import ext_alloc, ext_free, fragmentation
-from .policies import EVICT_LRU_IDLE_FIRST, ORDER_GROUPED, group_key, pick_victim
+from .policies import EVICT_LRU_IDLE_FIRST, GROUP_CLASS_SCALE, ORDER_GROUPED, group_key, pick_victim
 
 # ---- integer parameters (ip)
 (IP_N, IP_A, IP_MAX_BATCH, IP_MAX_TOKENS, IP_SLOTS, IP_HOST_CAP, IP_KV_BLOCKS,
@@ -301,21 +301,21 @@ def _sort_groups(key, items, n, wf, wi):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _partition_groups(key, items, n, tmp):
-    """Reorder items[:n] by the class in key[:n] (``group_key``: class x 1e12 + oldest arrival, the arrival far
-    below 1e12 s), keeping their order within a class (``tmp[:n]``: scratch): the stable sort by ``group_key`` when
-    the items are already ordered by its second part, their oldest arrival."""
+    """Reorder items[:n] by the class in key[:n] (``group_key``: class x GROUP_CLASS_SCALE + oldest arrival, the
+    arrival far below it), keeping their order within a class (``tmp[:n]``: scratch): the stable sort by
+    ``group_key`` when the items are already ordered by its second part, their oldest arrival."""
     n0 = 0
     n1 = 0
     for j in range(n):
-        if key[j] < 1e12:
+        if key[j] < GROUP_CLASS_SCALE:
             n0 += 1
-        elif key[j] < 2e12:
+        elif key[j] < 2.0 * GROUP_CLASS_SCALE:
             n1 += 1
     p0 = 0
     p1 = n0
     p2 = n0 + n1
     for j in range(n):
-        c = 0 if key[j] < 1e12 else (1 if key[j] < 2e12 else 2)
+        c = 0 if key[j] < GROUP_CLASS_SCALE else (1 if key[j] < 2.0 * GROUP_CLASS_SCALE else 2)
         if c == 0:
             tmp[p0] = items[j]
             p0 += 1

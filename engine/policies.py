@@ -203,7 +203,12 @@ def group_class(starving, resident):
     return 2
 
 
+#: ``group_key``'s weight of a group's class: far above any arrival time in seconds, so the class is read back off
+#: the key (``loop._partition_groups``).
+GROUP_CLASS_SCALE = 1e12
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def group_key(starving, resident, oldest_arrival_s):
     """Order of adapter groups for ORDER_GROUPED: starving, then resident, then oldest."""
-    return float(group_class(starving, resident)) * 1e12 + oldest_arrival_s
+    return float(group_class(starving, resident)) * GROUP_CLASS_SCALE + oldest_arrival_s

@@ -2,9 +2,9 @@
 6.2): starving groups, then resident ones, then the others, oldest first in each (policies.group_key: class x 1e12
 + oldest arrival).  The scan builds its groups in the wait queue's order of their oldest requests, which is arrival
 order, so the stable sort by that key is a stable partition by class, read off the key (loop._partition_groups,
-IP_GPART); where the groups are not in
-arrival order the loop merge-sorts them (loop._sort_groups, the reference).  Checked: the partition against a
-stable argsort of the keys, and whole runs against the merge sort, every state array equal bit for bit
+IP_GPART); where the groups are not in arrival order the loop merge-sorts them (loop._sort_groups, the
+reference).  Checked: the partition against a stable argsort of the keys, and whole runs against the merge sort,
+every state array equal bit for bit
 (tests/test_fast_paths._assert_same), on standing queues where the three classes meet, on a fleet, on random
 scenarios and on a hand-made workload whose queue is out of arrival order."""
 import numpy as np
@@ -15,7 +15,7 @@ from legacy import legacy_preset
 from test_fast_paths import _assert_same, _both, _fleet_equals_reference
 
 from engine import loop as L
-from engine.policies import group_class, group_key
+from engine.policies import GROUP_CLASS_SCALE, group_class, group_key
 from engine.workload import Workload
 
 GROUPED = ("batch", "batch_t4_k2", "hotset_batch_t4")
@@ -42,6 +42,7 @@ def test_group_class_is_the_key_s_first_part():
         for resident in (False, True):
             c = group_class(starving, resident)
             assert group_key(starving, resident, 0.0) == c * 1e12
+            assert group_key(starving, resident, 3.6e5) // GROUP_CLASS_SCALE == c  # (read back off the key)
     assert [group_class(True, False), group_class(False, True), group_class(False, False)] == [0, 1, 2]
 
 
