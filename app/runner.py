@@ -199,41 +199,49 @@ def once(key: tuple, fn: Callable[[], Any]) -> Any:
             _INFLIGHT.pop(key, None)
 
 
-def _keys(sc: Scenario, strategies: list[str], n_reps: int) -> list[tuple] | None:
-    """The ``once`` keys ``run_replications(sc, strategies, n_reps)`` asks for (replication 0's full result, the
-    others' summaries), in its job order; None where a run is not one ``run`` caches by its scenario alone."""
-    keys = []
-    try:
-        for s in strategies:
-            for k in range(n_reps):
-                c = capped(sc.replace(strategy=s) if k == 0 else sc.replace(strategy=s, seed=sc.seed + k)).validate()
-                if k == 0 and not small_run(c):
-                    return None
-                keys.append(("full" if k == 0 else "summary", c.to_json()))
-    except ValueError:
-        return None  # (the workers' jobs report it)
-    return keys
+def _full_call(sc: Scenario) -> tuple[tuple, Callable[[], dict], bool]:
+    """(``once`` key, cached call, whether it is a small run) of ``sc``'s generated full result; ValueError if
+    invalid."""
+    sc = capped(sc).validate()
+    js = sc.to_json()
+    small = small_run(sc)
+    cached = _full_small if small else _full_big
+    return ("full", js), lambda: cached(js, ENGINE_VERSION), small
+
+
+def _summary_call(sc: Scenario) -> tuple[tuple, Callable[[], dict]]:
+    """(``once`` key, cached call) of ``sc``'s summary; ValueError if invalid."""
+    js = capped(sc).validate().to_json()
+    return ("summary", js), lambda: _summary(js, ENGINE_VERSION)
 
 
 def cached_replications(sc: Scenario, strategies: list[str], n_reps: int
                         ) -> tuple[dict[str, dict], dict[str, list[dict]], dict[str, str]] | None:
     """What ``run_replications(sc, strategies, n_reps)`` returns, read from the caches in this thread when every run
     is there (a slider step the server anticipated, a rerun for a page-local control, a shared scenario): no worker
-    hand-off, no spinner; None when some run is not cached (or is not a generated live-view run)."""
-    keys = _keys(sc, strategies, n_reps)
-    if keys is None:
-        return None
+    hand-off, no spinner; None when some run is not cached (or is not a generated live-view run: only the small
+    runs' cache is tracked against its size, ``_DONE_BOUND``)."""
+    calls = []  # (strategy, key, call): the runs _job makes, in its order
+    try:
+        for s in strategies:
+            key, call, small = _full_call(sc.replace(strategy=s))
+            if not small:
+                return None
+            calls.append((s, key, call))
+            calls += [(s, *_summary_call(sc.replace(strategy=s, seed=sc.seed + k))) for k in range(1, n_reps)]
+    except ValueError:
+        return None  # (the workers' jobs report it)
     with _INFLIGHT_LOCK:
-        if not all(k[1] in _DONE[k[0]] for k in keys):
+        if not all(key[1] in _DONE[key[0]] for _, key, _ in calls):
             return None
     results: dict[str, dict] = {}
     reps: dict[str, list[dict]] = {}
-    for (kind, js), s in zip(keys, (s for s in strategies for _ in range(n_reps))):
-        if kind == "full":
-            results[s] = once((kind, js), lambda js=js: _full_small(js, ENGINE_VERSION))
+    for s, key, call in calls:
+        if key[0] == "full":
+            results[s] = once(key, call)
             reps[s] = [results[s]["summary"]]
         else:
-            reps[s].append(once((kind, js), lambda js=js: _summary(js, ENGINE_VERSION)))
+            reps[s].append(once(key, call))
     return results, reps, {}
 
 
@@ -242,20 +250,18 @@ def run(sc: Scenario, trace: dict | None = None) -> dict:
 
     ``trace``: ``{"digest": ..., "data": bytes}`` of an uploaded trace CSV to replay.
     """
+    if trace is None:
+        key, call, _ = _full_call(sc)
+        return once(key, call)
     sc = capped(sc).validate()
     js = sc.to_json()
-    if trace is None:
-        cached = _full_small if small_run(sc) else _full_big
-        return once(("full", js), lambda: cached(js, ENGINE_VERSION))
     return once(("full", js, trace["digest"]),
                 lambda: _full_big(js, ENGINE_VERSION, trace["digest"], trace["data"]))
 
 
 def summary(sc: Scenario) -> dict:
     """Summary metrics only (sweeps, crossover); cached separately and much smaller."""
-    sc = capped(sc).validate()
-    js = sc.to_json()
-    return once(("summary", js), lambda: _summary(js, ENGINE_VERSION))
+    return once(*_summary_call(sc))
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
