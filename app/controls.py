@@ -1210,15 +1210,14 @@ def restore_url() -> None:
             ss[k] = values[k]
 
 
-def _widget(c: Control, ctx: Ctx) -> Any:
-    bounds = c.bounds(ctx) if c.bounds else None
-    options = c.options(ctx) if c.options else None
-    default = clamp(c, c.default(ctx), ctx)
+def _widget(c: Control, ctx: Ctx, bounds, options, default, live: str | None = None) -> Any:
     _restore(c.key)
     _keep_valid(c, ctx, bounds, options)
     common = dict(key=c.key, help=c.help, bind="query-params")
     if c.key in _CALLBACKS:
         common["on_change"] = _CALLBACKS[c.key]
+    elif live is not None and c.kind in ("slider", "number"):
+        common["on_change"], common["args"] = _live_step, (c.key, live)
     if c.kind == "select":
         if c.labels is not None:
             common["format_func"] = c.labels
@@ -1232,10 +1231,38 @@ def _widget(c: Control, ctx: Ctx) -> Any:
                      **common)
 
 
-def render_sidebar() -> AppState:
+def _walk(override: dict | None, pick: Callable, show: Callable | None = None) -> tuple[Ctx, tuple]:
+    """The sidebar's controls in display order: each one that applies gets its range, options and default
+    from the controls before it, its value from ``pick(c, ctx, bounds, options, default)`` and then its notes
+    (``show(c, notes)`` draws them).  Returns the context and the layout: per control (key, range, options,
+    default, notes), everything the sidebar draws but the values."""
+    ctx: Ctx = {"_fields": override}
+    layout = []
+    for c in CONTROLS:
+        if c.key == PRESET_KEY:
+            ctx["_base"] = preset_dict(DEFAULT_PRESET)
+        if not c.applies(ctx):
+            continue
+        bounds = c.bounds(ctx) if c.bounds else None
+        options = c.options(ctx) if c.options else None
+        default = clamp(c, c.default(ctx), ctx)
+        ctx[c.key] = pick(c, ctx, bounds, options, default)
+        notes = (c.note(ctx, ctx[c.key]) if c.note is not None else "", _intent_note(c, ctx))
+        if show is not None:
+            show(c, notes)
+        layout.append((c.key, bounds, None if options is None else tuple(options), default, notes))
+        if c.key == PRESET_KEY:
+            ctx["_base"] = preset_dict(ctx[c.key])
+    return ctx, tuple(layout)
+
+
+def render_sidebar(live: str | None = None) -> AppState:
     """Draw every control in the sidebar (sections in display order, widgets in
-    dependency order) and store the resulting AppState (and remember its values)."""
+    dependency order) and store the resulting AppState (and remember its values).
+
+    ``live``: the key of the page's live fragment (``_live_step``), if it has one."""
     ss = st.session_state
+    ss.pop(_LIVE_CTX, None)  # (a live step escalated to this full run by a sibling callback: not used)
     _restore(BASELINE_KEY)  # the What-if page's widget; checked against the strategies there
     override = ss.get(_OVERRIDE)
     with st.sidebar:
@@ -1245,26 +1272,78 @@ def render_sidebar() -> AppState:
             boxes[name] = st.container()
             if name != "Preset":
                 boxes[name].markdown(f"**{name}**")
-        ctx: Ctx = {"_fields": override}
-        for c in CONTROLS:
-            if c.key == PRESET_KEY:
-                ctx["_base"] = preset_dict(DEFAULT_PRESET)
-            if not c.applies(ctx):
-                continue
-            with boxes[c.section]:
-                ctx[c.key] = _widget(c, ctx)
-                notes = [c.note(ctx, ctx[c.key]) if c.note is not None else "", _intent_note(c, ctx)]
-                for note in notes:
-                    if note:
-                        st.caption(note)
-            if c.key == PRESET_KEY:
-                ctx["_base"] = preset_dict(ctx[c.key])
 
+    def pick(c, ctx, bounds, options, default):
+        with boxes[c.section]:
+            return _widget(c, ctx, bounds, options, default, live)
+
+    def show(c, notes):
+        for note in notes:
+            if note:
+                boxes[c.section].caption(note)
+
+    ctx, layout = _walk(override, pick, show)
+    ss[_LAYOUT] = (layout, {k: ctx[k] for k in BY_KEY if k in ctx})
+    _remember(ctx)
+    return _store_state(ctx, override)
+
+
+def _remember(ctx: Ctx) -> None:
+    ss = st.session_state
     saved = {k: ctx[k] for k in BY_KEY if k in ctx}
     if BASELINE_KEY in ss:
         saved[BASELINE_KEY] = ss[BASELINE_KEY]
     ss[SAVED_KEY] = saved
-    return _store_state(ctx, override)
+
+
+# Live steps.  On a page with a live fragment (What-if: the comparison, its charts and the share link), a slider
+# or number step reruns that fragment alone, not the sidebar's ~50 elements and the page's static parts (a
+# browser redraws every element a run sends).  The widget's callback (``_live_step``) asks for it only when the
+# sidebar would draw exactly what it shows: no other control changed since it was drawn, the moved one's value
+# is not held down by another's range (``_INTENT``), and every control's range, options, default and notes are
+# the same with the new value (``_walk``).  Else it returns and Streamlit reruns the whole app, as it does when
+# another callback of the same interaction returns.  The fragment builds its state from the step's context
+# (``live_state``).
+_LAYOUT = "_sidebar_layout"   # (layout, values) of the sidebar as last drawn (or stepped live)
+_LIVE_CTX = "_live_ctx"       # the context of the live step the fragment is about to run
+
+
+def _live_step(key: str, fragment: str) -> None:
+    """on_change of a slider or number control on a page with a live fragment: rerun ``fragment`` alone if the
+    step changes nothing the sidebar draws but the value (the comment above); else a full rerun."""
+    ss = st.session_state
+    drawn = ss.get(_LAYOUT)
+    if drawn is None or key in (ss.get(_INTENT) or {}):
+        return
+    layout, values = drawn
+    if any(k not in ss or (ss[k] != v and k != key) for k, v in values.items()):
+        return
+    now = {k: ss[k] for k in values}
+    ctx, new_layout = _walk(ss.get(_OVERRIDE), lambda c, ctx, b, o, d: now.get(c.key, d))
+    if new_layout != layout:
+        return
+    ss[_LAYOUT] = (layout, now)
+    ss[_LIVE_CTX] = ctx
+    st.rerun(fragment)
+
+
+def live_state() -> AppState:
+    """The state for a run of a live fragment: after a live step, built from the step's context (the sidebar is
+    not drawn again; its values are remembered for the other pages); else ``current()``."""
+    ss = st.session_state
+    ctx = ss.pop(_LIVE_CTX, None)
+    if ctx is None:
+        return current()
+    _remember(ctx)
+    return _store_state(ctx, ss.get(_OVERRIDE))
+
+
+def share_box(box=None, page_path: str = ""):
+    """(container, page path): the sidebar container ``main.py`` reserved for the share link and the page's path
+    (set with ``box``); a live fragment fills it, so that a live step updates the link too."""
+    if box is not None:
+        st.session_state["_share_box"] = (box, page_path)
+    return st.session_state.get("_share_box", (None, page_path))
 
 
 def render_stored() -> AppState:

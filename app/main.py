@@ -52,11 +52,14 @@ class PageSpec:
     scenario: bool
     #: Runs the simulator (so waits for its first compile); the pages that only read documents do not.
     simulates: bool = True
+    #: The key of the page's live fragment, which a slider step reruns alone and which draws the share link
+    #: (``controls._live_step``); None: a step reruns the app.
+    live: str | None = None
 
 
 #: Navigation order; the first one is the home page.
 PAGES: list[PageSpec] = [
-    PageSpec(page_whatif.render, "What-if", ":material/tune:", "whatif", True),
+    PageSpec(page_whatif.render, "What-if", ":material/tune:", "whatif", True, live=page_whatif.LIVE_KEY),
     PageSpec(page_sweeps.render, "Sweeps", ":material/show_chart:", "sweeps", True),
     PageSpec(page_crossover.render, "Crossover", ":material/grid_view:", "crossover", True),
     PageSpec(page_plan.render, "Plan", ":material/target:", "plan", True),
@@ -96,8 +99,9 @@ with runner.SCHEDULER.rendering():
     # scenario share link (their URL is enough); controls.py ("Persistence") keeps the scenario
     # for the next page that uses it.
     if spec.scenario:
-        share = st.sidebar.container()  # the share link, at the top of the sidebar (filled once the page ran)
-        state = controls.render_sidebar()
+        # the share link, at the top of the sidebar (filled once the page ran)
+        share, _ = controls.share_box(st.sidebar.container(), page.url_path)
+        state = controls.render_sidebar(spec.live)
     else:
         controls.render_stored()
         *others, last = [p.title for p in PAGES if p.scenario]
@@ -122,6 +126,7 @@ with runner.SCHEDULER.rendering():
         st.error(f"The simulation engine failed to start ({type(e).__name__}: {e}).", icon=":material/error:")
         st.stop()
     page.run()
-    if spec.scenario:
+    if spec.scenario and spec.live is None:
         # After the page: its own URL-bound settings (e.g. What-if's replications) are in the link too.
+        # (A page with a live fragment draws it from there: a live step updates it.)
         controls.render_share(state, page.url_path, share)

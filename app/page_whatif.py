@@ -456,8 +456,52 @@ def _anticipate(state, n_reps: int) -> None:
     runner.anticipate(scenarios, state.strategies, n_reps)
 
 
+#: The page's live fragment (``controls._live_step``: a slider step reruns it alone).
+LIVE_KEY = "wi_live"
+#: What the export section reads when a button is clicked: the live fragment's latest comparison, a dict in session
+#: state that the fragment updates in place ("snap": the last run's, or None; "exported": the last one there was;
+#: each ``_compare``'s tuple), so that buttons drawn by the last full run export what the page shows after live
+#: steps.
+K_VIEW = "_wi_view"
+
+
 def render() -> None:
-    state = controls.current()
+    """The live fragment (header, page controls, verdict, table, why, chart, share link), then the export and
+    import section, which only full runs draw (``_export_import``: it reads the fragment's latest results)."""
+    view = st.session_state.setdefault(K_VIEW, {})
+    view["full_run"] = True
+    _live(view)
+    view["full_run"] = False
+    view["shape"] = _shape(view)
+    if view.get("snap") is not None:
+        _export_import(view)
+
+
+def _shape(view: Mapping) -> tuple:
+    """What the export section's layout depends on: results to export, a replayed trace."""
+    snap = view.get("snap")
+    return snap is not None, snap is not None and snap[6] is not None
+
+
+@st.fragment(key=LIVE_KEY)
+def _live(view: dict) -> None:
+    """Everything a slider step changes.  A live step whose outcome changes what the section below it shows
+    (results or none, a trace) asks for a full run instead."""
+    with runner.SCHEDULER.rendering():
+        state = controls.live_state()
+        snap = _compare(state)
+        view["snap"] = snap  # (one assignment: a click while this runs exports the last complete comparison)
+        if snap is not None:
+            view["exported"] = snap
+        box, path = controls.share_box()
+        controls.render_share(state, path, box)
+    if not view.get("full_run") and _shape(view) != view.get("shape"):
+        st.rerun()
+
+
+def _compare(state: controls.AppState) -> tuple | None:
+    """The comparison; returns (results, summaries, scenario, strategies, replications, baseline, trace), or None
+    when there is nothing to compare (an invalid scenario, no strategy, a rejected trace, every run failed)."""
     controls.show_header(state, "What-if", help="Every selected strategy serves the same simulated request "
                          "stream (same seed) on the scenario set in the sidebar; the table compares them with "
                          "the baseline you pin on the right.")
@@ -566,27 +610,40 @@ def render() -> None:
 
     # ---------------------------------------------------------------------- charts
     _charts(results, sc, n_reps)
-
-    # ------------------------------------------------------------- export / import
-    st.subheader("Export and import")
     if trace is None:
         _anticipate(state, min(2, cap) if auto and cap >= 2 else n_reps)
+    return results, summaries, sc, list(state.strategies), n_reps, baseline, trace
+
+
+def _frames(view: Mapping, column: str) -> dict:
+    return {s: r[column] for s, r in view["exported"][0].items()}
+
+
+def _scenario_json(view: Mapping) -> str:
+    _, _, sc, strategies, n_reps, baseline, _ = view["exported"]
+    return exports.scenario_json(sc.replace(strategy=baseline), strategies, n_reps)
+
+
+def _export_import(view: Mapping) -> None:
+    """Downloads of what the page shows (each built on click from ``view``, the live fragment's latest) and the
+    uploads that restore a scenario, replay a trace or add a model."""
+    trace = view["snap"][6]
+    st.subheader("Export and import")
     e = st.columns(4)
-    req_frames = {s: r["requests"] for s, r in results.items()}
-    e[0].download_button("Per-request CSV", data=lambda: exports.requests_csv(req_frames), file_name="requests.csv",
+    e[0].download_button("Per-request CSV", data=lambda: exports.requests_csv(_frames(view, "requests")),
+                         file_name="requests.csv",
                          mime="text/csv", key="dl_requests", icon=":material/download:", width="stretch",
                          help="Every simulated request of every strategy (one row per request, built on click).")
-    e[1].download_button("Summary CSV", data=lambda: exports.summary_csv(summaries, sc), file_name="summary.csv",
+    e[1].download_button("Summary CSV", data=lambda: exports.summary_csv(*view["exported"][1:3]),
+                         file_name="summary.csv",
                          mime="text/csv", key="dl_summary", icon=":material/download:", width="stretch",
                          help="One row per strategy with every summary metric, then the scenario's fields (built on "
                               "click).")
-    ts_frames = {s: r["timeseries"] for s, r in results.items()}
-    e[2].download_button("Time-series CSV", data=lambda: exports.timeseries_csv(ts_frames),
+    e[2].download_button("Time-series CSV", data=lambda: exports.timeseries_csv(_frames(view, "timeseries")),
                          file_name="timeseries.csv", mime="text/csv", key="dl_timeseries",
                          icon=":material/download:", width="stretch",
                          help="Queue, batch, residency, loads and memory over time, per strategy (built on click).")
-    e[3].download_button("scenario.json", data=exports.scenario_json(sc.replace(strategy=baseline), state.strategies,
-                                                                   n_reps),
+    e[3].download_button("scenario.json", data=lambda: _scenario_json(view),
                          file_name="scenario.json", mime="application/json", key="dl_scenario",
                          icon=":material/download:", width="stretch",
                          help="Every field of this scenario (strategy: the baseline), the compared strategies and "
@@ -614,7 +671,7 @@ def render() -> None:
             st.error(st.session_state["_trace_error"], icon=":material/error:")
         ex = st.columns(len(TRACES))
         for col, name in zip(ex, TRACES):
-            col.download_button(f"Example: {name}.csv", data=lambda n=name: runner.example_trace_csv(n, sc),
+            col.download_button(f"Example: {name}.csv", data=lambda n=name: runner.example_trace_csv(n, view["exported"][2]),
                                 file_name=f"{name}.csv", mime="text/csv", key=f"dl_trace_{name}",
                                 icon=":material/download:", width="stretch",
                                 help=f"{TRACES[name].get('label', name)} in the upload format, adapters drawn by "

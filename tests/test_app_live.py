@@ -1,0 +1,104 @@
+"""Live steps (``controls._live_step``): a slider step on the What-if page reruns the page's live fragment alone
+when the sidebar would draw exactly what it shows, and a full run otherwise; what the fragment shows after a live
+step is what a full run of the same scenario shows, and the export section's buttons (drawn by the last full run)
+export the new results."""
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+from conftest import media  # noqa: F401  (fixture)
+from test_app import FAST, app, download, kpi_rows, ok
+
+from app import controls, page_whatif
+
+
+@pytest.fixture
+def sidebar_runs(monkeypatch) -> dict:
+    """How many runs drew the sidebar (full runs of a scenario page); a live step draws none."""
+    n = {"runs": 0}
+    real = controls.render_sidebar
+
+    def counted(*a, **kw):
+        n["runs"] += 1
+        return real(*a, **kw)
+
+    monkeypatch.setattr(controls, "render_sidebar", counted)
+    return n
+
+
+def _slider(at, key: str):
+    return next(s for s in at.sidebar.slider if s.key == key)
+
+
+def _shown(at) -> tuple:
+    """What the live fragment shows: the comparison table, the verdict banners, the share link."""
+    return kpi_rows(at), [i.value for i in at.info], [c.value for c in at.code]
+
+
+def test_a_rate_step_reruns_the_fragment_alone_and_shows_what_a_full_run_shows(sidebar_runs):
+    at = ok(app(**FAST).run())
+    assert sidebar_runs["runs"] == 1
+    rate = _slider(at, "arrival_rate_rps")
+    new = rate.value + rate.step
+    before = _shown(at)
+    ok(rate.set_value(new).run())
+    assert sidebar_runs["runs"] == 1, "the step redrew the sidebar: not a live step"
+    after = _shown(at)
+    assert after != before and f"arrival_rate_rps={new:g}" in after[2][0]
+    assert at.session_state[controls.SAVED_KEY]["arrival_rate_rps"] == new  # (the other pages' scenario)
+    assert at.session_state[controls.STATE_KEY].scenario.arrival_rate_rps == new
+    full = ok(app(**FAST, arrival_rate_rps=f"{new:g}").run())
+    assert _shown(full) == after
+
+
+def test_a_step_that_changes_what_the_sidebar_draws_reruns_the_app(sidebar_runs):
+    """The VRAM budget's note under it says what the budget holds: a step changes it, so the sidebar is drawn."""
+    at = ok(app(**FAST).run())
+    vram = _slider(at, "vram_budget_gb")
+    notes, new = [c.value for c in at.sidebar.caption], vram.value + 4 * vram.step
+    ok(vram.set_value(new).run())
+    assert sidebar_runs["runs"] == 2
+    assert [c.value for c in at.sidebar.caption] != notes
+    assert _slider(at, "vram_budget_gb").value == new
+
+
+def test_two_controls_changed_in_one_interaction_rerun_the_app(sidebar_runs):
+    at = ok(app(**FAST).run())
+    rate, zipf = _slider(at, "arrival_rate_rps"), _slider(at, "zipf_s")
+    rate.set_value(rate.value + rate.step)
+    zipf.set_value(zipf.value + zipf.step)
+    ok(at.run())
+    assert sidebar_runs["runs"] == 2
+    sc = at.session_state[controls.STATE_KEY].scenario
+    assert (sc.arrival_rate_rps, sc.zipf_s) == (rate.value, zipf.value)
+
+
+def test_a_value_held_down_by_another_controls_range_is_not_stepped_live(sidebar_runs):
+    at = ok(app(**FAST).run())
+    at.session_state[controls._INTENT] = {"arrival_rate_rps": 1e9}  # as if another control's range held it down
+    rate = _slider(at, "arrival_rate_rps")
+    ok(rate.set_value(rate.value + rate.step).run())
+    assert sidebar_runs["runs"] == 2
+
+
+def test_the_export_buttons_of_the_last_full_run_export_the_live_steps_results(sidebar_runs, media):  # noqa: F811
+    at = ok(app(**FAST).run())
+    rate = _slider(at, "arrival_rate_rps")
+    new = rate.value + rate.step
+    summary_button = at.download_button(key="dl_summary")
+    ok(rate.set_value(new).run())
+    assert sidebar_runs["runs"] == 1
+    csv = pd.read_csv(io.BytesIO(media[summary_button.proto.deferred_file_id]()))  # clicked after the step
+    assert set(csv["arrival_rate_rps"]) == {new}
+    full = ok(app(**FAST, arrival_rate_rps=f"{new:g}").run())
+    expected = pd.read_csv(io.BytesIO(download(full, "dl_summary", media)))
+    pd.testing.assert_frame_equal(csv, expected)
+
+
+def test_the_page_declares_its_live_fragment():
+    from app import main  # noqa: F401  (main.py registers the pages)
+    spec = next(p for p in main.PAGES if p.url_path == "whatif")
+    assert spec.live == page_whatif.LIVE_KEY
+    assert all(p.live is None for p in main.PAGES if p.url_path != "whatif")
