@@ -1277,15 +1277,43 @@ def render_sidebar(live: str | None = None) -> AppState:
         with boxes[c.section]:
             return _widget(c, ctx, bounds, options, default, live)
 
+    note_boxes: dict = {}
+
     def show(c, notes):
+        if live is not None and c.key in LIVE_NOTES:  # (the live fragment draws it: ``draw_notes``)
+            note_boxes[c.key] = boxes[c.section].container()
+            notes = ("", notes[1])
         for note in notes:
             if note:
                 boxes[c.section].caption(note)
 
     ctx, layout = _walk(override, pick, show)
-    ss[_LAYOUT] = (layout, {k: ctx[k] for k in BY_KEY if k in ctx})
+    ss[_LAYOUT] = (_without_notes(layout) if live is not None else layout, {k: ctx[k] for k in BY_KEY if k in ctx})
+    ss[_NOTES] = (note_boxes, {k: notes[0] for k, _, _, _, notes in layout if k in note_boxes})
     _remember(ctx)
     return _store_state(ctx, override)
+
+
+#: Controls whose own note a live fragment draws (``draw_notes``): the VRAM budget's memory split changes with every
+#: step of it.  (Not every note: an empty one would leave an empty container, a gap in the sidebar.)
+LIVE_NOTES = ("vram_budget_gb",)
+
+
+def _without_notes(layout: tuple) -> tuple:
+    """The layout without the notes a live fragment draws (``LIVE_NOTES``)."""
+    return tuple((k, b, o, d, ("" if k in LIVE_NOTES else n[0], n[1])) for k, b, o, d, n in layout)
+
+
+def draw_notes() -> None:
+    """On a page with a live fragment, from it: the notes of ``LIVE_NOTES`` into the containers ``render_sidebar``
+    left under those controls, so that a live step redraws them (always a write, an empty one for no note: a
+    fragment may only fill a container it filled in the full run)."""
+    boxes, notes = st.session_state.get(_NOTES) or ({}, {})
+    for key, box in boxes.items():
+        if notes.get(key):
+            box.caption(notes[key])
+        else:
+            box.empty()
 
 
 def _remember(ctx: Ctx) -> None:
@@ -1301,11 +1329,13 @@ def _remember(ctx: Ctx) -> None:
 # browser redraws every element a run sends).  The widget's callback (``_live_step``) asks for it only when the
 # sidebar would draw exactly what it shows: no other control changed since it was drawn, the moved one's value
 # is not held down by another's range (``_INTENT``), and every control's range, options, default and notes are
-# the same with the new value (``_walk``).  Else it returns and Streamlit reruns the whole app, as it does when
+# the same with the new value (``_walk``; the controls' own notes, such as the VRAM budget's memory split, are
+# drawn by the fragment: ``draw_notes``).  Else it returns and Streamlit reruns the whole app, as it does when
 # another callback of the same interaction returns.  The fragment builds its state from the step's context
 # (``live_state``).
 _LAYOUT = "_sidebar_layout"   # (layout, values) of the sidebar as last drawn (or stepped live)
 _LIVE_CTX = "_live_ctx"       # the context of the live step the fragment is about to run
+_NOTES = "_sidebar_notes"     # (key -> container, key -> note): the notes the live fragment draws (``draw_notes``)
 
 
 def _live_step(key: str, fragment: str) -> None:
@@ -1320,8 +1350,10 @@ def _live_step(key: str, fragment: str) -> None:
         return
     now = {k: ss[k] for k in values}
     ctx, new_layout = _walk(ss.get(_OVERRIDE), lambda c, ctx, b, o, d: now.get(c.key, d))
-    if new_layout != layout:
+    if _without_notes(new_layout) != layout:
         return
+    boxes, _ = ss.get(_NOTES) or ({}, {})
+    ss[_NOTES] = (boxes, {k: notes[0] for k, _, _, _, notes in new_layout if k in boxes})
     ss[_LAYOUT] = (layout, now)
     ss[_LIVE_CTX] = ctx
     st.rerun(fragment)

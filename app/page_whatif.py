@@ -495,6 +495,7 @@ def _live(view: dict) -> None:
             view["exported"] = snap
         box, path = controls.share_box()
         controls.render_share(state, path, box)
+        controls.draw_notes()
     if not view.get("full_run") and _shape(view) != view.get("shape"):
         st.rerun()
 

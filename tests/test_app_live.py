@@ -54,14 +54,28 @@ def test_a_rate_step_reruns_the_fragment_alone_and_shows_what_a_full_run_shows(s
 
 
 def test_a_step_that_changes_what_the_sidebar_draws_reruns_the_app(sidebar_runs):
-    """The VRAM budget's note under it says what the budget holds: a step changes it, so the sidebar is drawn."""
+    """The prompt length bounds the VRAM budget (the KV cache of one request must fit): a step changes that
+    slider's range, so the sidebar is drawn."""
+    at = ok(app(**FAST).run())
+    prompt, vram = _slider(at, "prompt_tokens"), _slider(at, "vram_budget_gb")
+    new, vram_max = prompt.value + 50 * prompt.step, vram.max
+    ok(prompt.set_value(new).run())
+    assert sidebar_runs["runs"] == 2
+    assert _slider(at, "prompt_tokens").value == new and _slider(at, "vram_budget_gb").max < vram_max
+
+
+def test_a_vram_step_is_live_and_redraws_the_budgets_note(sidebar_runs):
+    """The VRAM budget's note (the memory split) changes with every step: the live fragment draws it
+    (``controls.draw_notes``), as a full run of the same URL does."""
     at = ok(app(**FAST).run())
     vram = _slider(at, "vram_budget_gb")
-    notes, new = [c.value for c in at.sidebar.caption], vram.value + 4 * vram.step
+    new = vram.value + 4 * vram.step
     ok(vram.set_value(new).run())
-    assert sidebar_runs["runs"] == 2
-    assert [c.value for c in at.sidebar.caption] != notes
-    assert _slider(at, "vram_budget_gb").value == new
+    assert sidebar_runs["runs"] == 1
+    note = [c.value for c in at.sidebar.caption if c.value.startswith("Up to ")]
+    full = ok(app(**FAST, vram_budget_gb=f"{new:g}").run())
+    assert note and note == [c.value for c in full.sidebar.caption if c.value.startswith("Up to ")]
+    assert _shown(at) == _shown(full)
 
 
 def test_two_controls_changed_in_one_interaction_rerun_the_app(sidebar_runs):

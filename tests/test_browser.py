@@ -184,6 +184,12 @@ def test_slider_moves_charts_and_kpis_and_screenshot(page, server):
     chart.scroll_into_view_if_needed()
     assert chart.screenshot() != chart_before, "the TTFT chart did not change"
     assert_no_exception(page)
+    # the steps were live (the page's fragment alone, controls._live_step): the share link in the sidebar, which
+    # the fragment draws, has the new value; the export section, which only full runs draw, is still there
+    page.get_by_test_id("stExpander").get_by_text("Share this scenario").click()
+    assert "zipf_s=1.3" in page.locator('[data-testid="stSidebar"] [data-testid="stCode"]').inner_text()
+    assert page.get_by_role("button", name="Per-request CSV").count() == 1
+    assert page.locator('[data-testid="stSidebar"] input[type="range"]').count() > 10
 
 
 def test_shared_url_restores_the_controls(page, server):
