@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import streamlit as st
 
-from app import charts, controls, exports, runner, verdicts
+from app import charts, controls, exports, runner, svgchart, verdicts
 from engine import (
     STRATEGIES,
     TRACE_CITATION,
@@ -404,18 +404,18 @@ def _charts(results: Mapping[str, Mapping], sc, n_reps: int) -> None:
     st.caption(controls.conditions(sc) + f" · measured on arrivals in [{sc.warmup_s:g} s, {sc.duration_s:g} s)"
                + (f" · charts show replication 1 of {n_reps} (seed {sc.seed}); the table and the verdict use "
                   "all" if n_reps > 1 else ""))
-    show = lambda chart: st.altair_chart(charts.unvalidated(chart), width="stretch")  # noqa: E731
+    # SVG built here, not Vega-Lite (app/svgchart), in Markdown (st.html's sanitiser drops SVG)
+    svg = lambda s: st.markdown(s, unsafe_allow_html=True)  # noqa: E731
     if choice == "cdf":
         log_x = st.toggle("Log-scale TTFT axis", value=True, key=K_LOG)
-        show(charts.ttft_cdf_chart(pd.concat([r["cdf"] for r in results.values()], ignore_index=True),
-                                   log_x=log_x))
+        svg(svgchart.ttft_cdf_svg(pd.concat([r["cdf"] for r in results.values()], ignore_index=True),
+                                      log_x=log_x))
     elif choice == "breakdown":
-        show(charts.ttft_breakdown_chart(charts.breakdown_frame({s: r["summary"] for s, r in results.items()})))
+        svg(svgchart.ttft_breakdown_svg(charts.breakdown_frame({s: r["summary"] for s, r in results.items()})))
         st.caption("Mean TTFT = queueing (waiting for a batch slot) + adapter load wait (PCIe/disk transfer) "
                    "+ prefill (prompt compute).")
     else:
-        ts = pd.concat([r["ts"] for r in results.values()], ignore_index=True)
-        show(charts.timeseries_chart(ts, choice, height=320, legend=True))
+        svg(svgchart.timeseries_svg(pd.concat([r["ts"] for r in results.values()], ignore_index=True), choice))
 
 
 K_LAST = "_wi_last_values"   # the slider values of this session's previous rerun (which one moved)
@@ -458,41 +458,36 @@ def _anticipate(state, n_reps: int) -> None:
 
 #: The page's live fragment (``controls._live_step``: a slider step reruns it alone).
 LIVE_KEY = "wi_live"
-#: What the export section reads when a button is clicked: the live fragment's latest comparison, a dict in session
-#: state that the fragment updates in place ("snap": the last run's, or None; "exported": the last one there was;
-#: each ``_compare``'s tuple), so that buttons drawn by the last full run export what the page shows after live
-#: steps.
+#: The live fragment's last outcome (a dict in session state: "snap", ``_compare``'s tuple or None; "shape", what the
+#: uploads under the fragment were drawn for), so that a live step that changes it asks for a full run.
 K_VIEW = "_wi_view"
 
 
 def render() -> None:
-    """The live fragment (header, page controls, verdict, table, why, chart, share link), then the export and
-    import section, which only full runs draw (``_export_import``: it reads the fragment's latest results)."""
+    """The live fragment (header, page controls, verdict, table, why, chart, downloads, share link), then the
+    uploads, which only full runs draw (``_imports``)."""
     view = st.session_state.setdefault(K_VIEW, {})
     view["full_run"] = True
     _live(view)
     view["full_run"] = False
     view["shape"] = _shape(view)
     if view.get("snap") is not None:
-        _export_import(view)
+        _imports(view["snap"][6])
 
 
 def _shape(view: Mapping) -> tuple:
-    """What the export section's layout depends on: results to export, a replayed trace."""
+    """What the uploads' section depends on: results (it is drawn with them), a replayed trace (its stop button)."""
     snap = view.get("snap")
     return snap is not None, snap is not None and snap[6] is not None
 
 
 @st.fragment(key=LIVE_KEY)
 def _live(view: dict) -> None:
-    """Everything a slider step changes.  A live step whose outcome changes what the section below it shows
+    """Everything a slider step changes.  A live step whose outcome changes what the uploads below it show
     (results or none, a trace) asks for a full run instead."""
     with runner.SCHEDULER.rendering():
         state = controls.live_state()
-        snap = _compare(state)
-        view["snap"] = snap  # (one assignment: a click while this runs exports the last complete comparison)
-        if snap is not None:
-            view["exported"] = snap
+        view["snap"] = _compare(state)
         box, path = controls.share_box()
         controls.render_share(state, path, box)
         controls.draw_notes()
@@ -613,43 +608,50 @@ def _compare(state: controls.AppState) -> tuple | None:
     _charts(results, sc, n_reps)
     if trace is None:
         _anticipate(state, min(2, cap) if auto and cap >= 2 else n_reps)
-    return results, summaries, sc, list(state.strategies), n_reps, baseline, trace
+    snap = results, summaries, sc, list(state.strategies), n_reps, baseline, trace
+    _downloads(snap)
+    return snap
 
 
-def _frames(view: Mapping, column: str) -> dict:
-    return {s: r[column] for s, r in view["exported"][0].items()}
-
-
-def _scenario_json(view: Mapping) -> str:
-    _, _, sc, strategies, n_reps, baseline, _ = view["exported"]
-    return exports.scenario_json(sc.replace(strategy=baseline), strategies, n_reps)
-
-
-def _export_import(view: Mapping) -> None:
-    """Downloads of what the page shows (each built on click from ``view``, the live fragment's latest) and the
-    uploads that restore a scenario, replay a trace or add a model."""
-    trace = view["snap"][6]
+def _downloads(snap: tuple) -> None:
+    """The exports of what the page shows, each built on click; in the live fragment, since a download button's
+    file lives as long as the run that drew it (a live step starts as a full run, which drops the files of every
+    button, and then runs only the fragment)."""
+    results, summaries, sc, strategies, n_reps, baseline, _ = snap
     st.subheader("Export and import")
     e = st.columns(4)
-    e[0].download_button("Per-request CSV", data=lambda: exports.requests_csv(_frames(view, "requests")),
-                         file_name="requests.csv",
+    req_frames = {s: r["requests"] for s, r in results.items()}
+    e[0].download_button("Per-request CSV", data=lambda: exports.requests_csv(req_frames), file_name="requests.csv",
                          mime="text/csv", key="dl_requests", icon=":material/download:", width="stretch",
                          help="Every simulated request of every strategy (one row per request, built on click).")
-    e[1].download_button("Summary CSV", data=lambda: exports.summary_csv(*view["exported"][1:3]),
-                         file_name="summary.csv",
+    e[1].download_button("Summary CSV", data=lambda: exports.summary_csv(summaries, sc), file_name="summary.csv",
                          mime="text/csv", key="dl_summary", icon=":material/download:", width="stretch",
                          help="One row per strategy with every summary metric, then the scenario's fields (built on "
                               "click).")
-    e[2].download_button("Time-series CSV", data=lambda: exports.timeseries_csv(_frames(view, "timeseries")),
+    ts_frames = {s: r["timeseries"] for s, r in results.items()}
+    e[2].download_button("Time-series CSV", data=lambda: exports.timeseries_csv(ts_frames),
                          file_name="timeseries.csv", mime="text/csv", key="dl_timeseries",
                          icon=":material/download:", width="stretch",
                          help="Queue, batch, residency, loads and memory over time, per strategy (built on click).")
-    e[3].download_button("scenario.json", data=lambda: _scenario_json(view),
+    e[3].download_button("scenario.json",
+                         data=lambda: exports.scenario_json(sc.replace(strategy=baseline), strategies, n_reps),
                          file_name="scenario.json", mime="application/json", key="dl_scenario",
                          icon=":material/download:", width="stretch",
                          help="Every field of this scenario (strategy: the baseline), the compared strategies and "
                               "the replications; upload it below to restore them all.")
+    ex = st.columns(max(4, len(TRACES)))  # (under the four above, as wide)
+    for col, name in zip(ex, TRACES):
+        col.download_button(f"Example: {name}.csv", data=lambda n=name: runner.example_trace_csv(n, sc),
+                            file_name=f"{name}.csv", mime="text/csv", key=f"dl_trace_{name}",
+                            icon=":material/download:", width="stretch",
+                            help=f"{TRACES[name].get('label', name)} in the upload format (a trace to replay below), "
+                                 f"adapters drawn by this scenario's popularity model and seed (built on click). "
+                                 f"{TRACE_CITATION}")
 
+
+def _imports(trace) -> None:
+    """The uploads that restore a scenario, replay a trace or add a model (full runs only: each changes the
+    sidebar)."""
     u1, u2, u3 = st.columns(3, gap="large")
     with u1:
         st.file_uploader("Restore a scenario.json", type=["json"], key="scenario_upload",
@@ -670,14 +672,6 @@ def _export_import(view: Mapping) -> None:
                               f"At most {runner.MAX_UPLOAD_MB} MB. Replayed instead of the generated workload.")
         if st.session_state.get("_trace_error"):
             st.error(st.session_state["_trace_error"], icon=":material/error:")
-        ex = st.columns(len(TRACES))
-        for col, name in zip(ex, TRACES):
-            col.download_button(f"Example: {name}.csv", data=lambda n=name: runner.example_trace_csv(n, view["exported"][2]),
-                                file_name=f"{name}.csv", mime="text/csv", key=f"dl_trace_{name}",
-                                icon=":material/download:", width="stretch",
-                                help=f"{TRACES[name].get('label', name)} in the upload format, adapters drawn by "
-                                     f"this scenario's popularity model and seed (built on click). "
-                                     f"{TRACE_CITATION}")
         st.caption("Example traces: " + TRACE_CITATION + ". Or pick one as the sidebar's traffic source. Uploads "
                    "in either format: arrival_s, adapter_id, prompt_tokens, output_tokens, or the Azure/Vidur "
                    "arrived_at, num_prefill_tokens, num_decode_tokens.")
