@@ -118,12 +118,13 @@ def _nice_domain(lo: float, hi: float) -> tuple[float, float]:
 
 def _log_ticks(lo: float, hi: float) -> np.ndarray:
     """Ticks for a log axis whose domain is ``[lo, hi]`` in log10 units: the powers of 10 inside (every
-    k-th beyond 10 decades), plus their 2 and 5 multiples under 2 decades; at least 2 ticks."""
+    k-th beyond 10 decades), plus their 2 and 5 multiples under 3 decades (a TTFT CDF from 20 ms to 3 s reads
+    20, 50, 100, ..., 2,000); at least 2 ticks."""
     k = np.arange(math.ceil(lo - 1e-9), math.floor(hi + 1e-9) + 1)
     if len(k) > 10:
         k = k[k % math.ceil(len(k) / 8) == 0]
     ticks = 10.0 ** k.astype(float)
-    if hi - lo < 2:
+    if hi - lo < 3:
         more = [m * 10.0**j for j in range(math.floor(lo) - 1, min(math.ceil(hi), 307) + 1) for m in (2.0, 5.0)]
         more = [t for t in more if t > 0 and lo - 1e-9 <= math.log10(t) <= hi + 1e-9]
         ticks = np.sort(np.concatenate([ticks, more]))

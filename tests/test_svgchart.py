@@ -186,8 +186,9 @@ def test_log_axis_drops_non_positive_rows_and_ticks_at_powers_of_ten():
 
 
 @pytest.mark.parametrize("xs, labels", [([3.0, 40.0], ["5", "10", "20"]), ([0.03, 0.4], ["0.05", "0.1", "0.2"]),
-                                        ([0.5, 20.0], ["0.5", "1", "2", "5", "10", "20"])])
-def test_log_axis_adds_2_and_5_multiples_under_two_decades(xs, labels):
+                                        ([0.5, 20.0], ["0.5", "1", "2", "5", "10", "20"]),
+                                        ([20.0, 3000.0], ["20", "50", "100", "200", "500", "1,000", "2,000"])])
+def test_log_axis_adds_2_and_5_multiples_under_three_decades(xs, labels):
     df = _frame(s=["a", "a"], x=xs, y=[0.0, 1.0])
     root = _parse(line_svg(df, x="x", y="y", series="s", x_title="X", log_x=True))
     assert [s for _, _, s in _ticks(root, "x")] == labels
