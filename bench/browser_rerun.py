@@ -91,13 +91,15 @@ def _track_runs(pg) -> dict:
         if not isinstance(payload, (bytes, bytearray)):
             return
         try:
-            kind = ForwardMsg.FromString(bytes(payload)).WhichOneof("type")
+            msg = ForwardMsg.FromString(bytes(payload))
+            kind = msg.WhichOneof("type")
         except Exception:  # noqa: BLE001  (not a ForwardMsg: nothing to track)
             return
         if kind == "new_session":
             runs["starts"] += 1
             runs["running"] = True
-        elif kind == "script_finished":
+        elif kind == "script_finished" and msg.script_finished != msg.FINISHED_EARLY_FOR_RERUN:
+            # (a live step's first run ends early, for the fragment's run that follows: that one ends the step)
             runs["running"] = False
             runs["finished_at"] = time.monotonic()
 

@@ -104,7 +104,8 @@ async def _run_until_finished(ws, msg: bytes | None) -> tuple[float, bool]:
         elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element" and \
                 fm.delta.new_element.WhichOneof("type") == "exception":
             failed = True
-        elif kind == "script_finished" and started:
+        elif kind == "script_finished" and started and fm.script_finished != fm.FINISHED_EARLY_FOR_RERUN:
+            # (a live step's run ends early, for the fragment's run that follows: not the end of the step)
             return time.perf_counter() - t, failed
 
 
