@@ -1263,6 +1263,7 @@ def render_sidebar(live: str | None = None) -> AppState:
     ``live``: the key of the page's live fragment (``_live_step``), if it has one."""
     ss = st.session_state
     ss.pop(_LIVE_CTX, None)  # (a live step escalated to this full run by a sibling callback: not used)
+    ss.pop(_READY, None)  # (until this run has drawn the whole page: ``live_ready``)
     _restore(BASELINE_KEY)  # the What-if page's widget; checked against the strategies there
     override = ss.get(_OVERRIDE)
     with st.sidebar:
@@ -1336,6 +1337,7 @@ def _remember(ctx: Ctx) -> None:
 _LAYOUT = "_sidebar_layout"   # (layout, values) of the sidebar as last drawn (or stepped live)
 _LIVE_CTX = "_live_ctx"       # the context of the live step the fragment is about to run
 _NOTES = "_sidebar_notes"     # (key -> container, key -> note): the notes the live fragment draws (``draw_notes``)
+_READY = "_live_ready"        # the live fragment's key, once a full run has drawn the whole page (``live_ready``)
 
 
 def _live_step(key: str, fragment: str) -> None:
@@ -1343,8 +1345,8 @@ def _live_step(key: str, fragment: str) -> None:
     step changes nothing the sidebar draws but the value (the comment above); else a full rerun."""
     ss = st.session_state
     drawn = ss.get(_LAYOUT)
-    if drawn is None or key in (ss.get(_INTENT) or {}):
-        return
+    if drawn is None or ss.get(_READY) != fragment or key in (ss.get(_INTENT) or {}):
+        return  # (not ready: the last full run stopped before the end of the page, e.g. a step during the compile)
     layout, values = drawn
     if any(k not in ss or (ss[k] != v and k != key) for k, v in values.items()):
         return
@@ -1356,7 +1358,16 @@ def _live_step(key: str, fragment: str) -> None:
     ss[_NOTES] = (boxes, {k: notes[0] for k, _, _, _, notes in new_layout if k in boxes})
     ss[_LAYOUT] = (layout, now)
     ss[_LIVE_CTX] = ctx
-    st.rerun(fragment)
+    try:
+        st.rerun(fragment)
+    except StreamlitAPIException:  # (the fragment is unknown to this session after all: a full run then)
+        ss.pop(_LIVE_CTX, None)
+
+
+def live_ready(fragment: str) -> None:
+    """From a page with a live fragment, at the end of a full run: the whole page is drawn, so a slider step may
+    rerun ``fragment`` alone (``_live_step``)."""
+    st.session_state[_READY] = fragment
 
 
 def live_state() -> AppState:

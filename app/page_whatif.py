@@ -473,6 +473,7 @@ def render() -> None:
     view["shape"] = _shape(view)
     if view.get("snap") is not None:
         _imports(view["snap"][6])
+    controls.live_ready(LIVE_KEY)
 
 
 def _shape(view: Mapping) -> tuple:

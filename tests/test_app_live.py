@@ -96,6 +96,40 @@ def test_a_value_held_down_by_another_controls_range_is_not_stepped_live(sidebar
     assert sidebar_runs["runs"] == 2
 
 
+def test_a_step_after_a_full_run_that_stopped_before_the_page_ended_reruns_the_app(sidebar_runs):
+    """A full run that did not reach the end of the page (interrupted, e.g. by a step during the first compile)
+    leaves parts of the page undrawn: the next step is a full run."""
+    at = ok(app(**FAST).run())
+    del at.session_state[controls._READY]  # (what render_sidebar leaves until the page's end)
+    rate = _slider(at, "arrival_rate_rps")
+    ok(rate.set_value(rate.value + rate.step).run())
+    assert sidebar_runs["runs"] == 2 and at.session_state[controls._READY] == page_whatif.LIVE_KEY
+
+
+def test_a_live_step_whose_results_vanish_reruns_the_app(sidebar_runs, monkeypatch):
+    """The uploads under the fragment are drawn with results only: a live step after which every strategy fails
+    asks for a full run, which draws the page without them."""
+    from app import runner
+
+    at = ok(app(**FAST).run())
+    assert at.get("file_uploader")
+    rate = _slider(at, "arrival_rate_rps")
+    new = rate.value + rate.step
+    real_cached, real_run = runner.cached_replications, runner.run_replications
+
+    def failing(sc, strategies, *a, **kw):
+        if sc.arrival_rate_rps == new:
+            return {}, {}, {s: "simulated failure" for s in strategies}
+        return real_run(sc, strategies, *a, **kw)
+
+    monkeypatch.setattr(runner, "cached_replications",
+                        lambda sc, *a, **kw: None if sc.arrival_rate_rps == new else real_cached(sc, *a, **kw))
+    monkeypatch.setattr(runner, "run_replications", failing)
+    ok(rate.set_value(new).run())
+    assert sidebar_runs["runs"] == 2, "the live step escalated to a full run"
+    assert not at.get("file_uploader") and any("simulated failure" in e.value for e in at.error)
+
+
 def test_a_live_step_redraws_the_downloads_with_its_results(sidebar_runs, media):  # noqa: F811
     """The download buttons are in the live fragment (a button's file lives as long as the run that drew it), so a
     live step gives new ones, which export its results, as a full run of the same URL does."""
