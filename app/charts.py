@@ -162,29 +162,6 @@ def cdf_frame(requests: Mapping[str, pd.DataFrame], window: tuple[float, float] 
     return pd.concat(parts, ignore_index=True)
 
 
-def ttft_cdf_chart(df: pd.DataFrame, log_x: bool = True, title: str = "TTFT distribution (CDF)",
-                   height: int = 380) -> alt.Chart:
-    df = _cap(df)
-    strategies = _sorted_strategies(df["strategy"])
-    x_scale = alt.Scale(type="log", nice=False) if log_x else alt.Scale(zero=True)
-    return (
-        alt.Chart(df, title=title)
-        .mark_line(strokeWidth=2.2, interpolate="linear")
-        .encode(
-            x=alt.X("ttft_ms:Q", title="Time to first token (ms)" + (", log scale" if log_x else ""),
-                    scale=x_scale),
-            y=alt.Y("cdf:Q", title="Share of requests", axis=alt.Axis(format="%"),
-                    scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color("strategy:N", title="Strategy", scale=strategy_scale(strategies),
-                            sort=strategies, legend=_legend()),
-            tooltip=[alt.Tooltip("strategy:N", title="Strategy"),
-                     alt.Tooltip("cdf:Q", title="Quantile", format=".2%"),
-                     alt.Tooltip("ttft_ms:Q", title="TTFT (ms)", format=",.1f")],
-        )
-        .properties(height=height)
-    )
-
-
 # ------------------------------------------------------------- TTFT breakdown
 #: Components shown only when some strategy has a non-zero value (the API-server latency is 0 unless calibrated).
 _OPTIONAL_BREAKDOWN = ("frontend_mean_ms",)
@@ -203,31 +180,6 @@ def breakdown_frame(summaries: Mapping[str, Mapping[str, float]]) -> pd.DataFram
     return pd.DataFrame(rows, columns=["strategy", "component", "ms", "order"])
 
 
-def ttft_breakdown_chart(df: pd.DataFrame, title: str = "Where the mean TTFT goes",
-                         height: int | None = None) -> alt.Chart:
-    df = _cap(df)
-    strategies = _sorted_strategies(df["strategy"])
-    present = set(df["component"])
-    pairs = [(lab, col) for lab, col in zip(BREAKDOWN.values(), _BREAKDOWN_COLORS) if lab in present]
-    labels, colors = [p[0] for p in pairs], [p[1] for p in pairs]
-    return (
-        alt.Chart(df, title=title)
-        .mark_bar()
-        .encode(
-            y=alt.Y("strategy:N", title=None, sort=strategies),
-            x=alt.X("ms:Q", title="Mean time (ms)", stack="zero"),
-            color=alt.Color("component:N", title="Component", sort=labels,
-                            scale=alt.Scale(domain=labels, range=colors),
-                            legend=_legend()),
-            order=alt.Order("order:Q"),
-            tooltip=[alt.Tooltip("strategy:N", title="Strategy"),
-                     alt.Tooltip("component:N", title="Component"),
-                     alt.Tooltip("ms:Q", title="Mean (ms)", format=",.2f")],
-        )
-        .properties(height=height or 130 + 50 * len(strategies))
-    )
-
-
 # ---------------------------------------------------------------- time series
 def timeseries_frame(timeseries: Mapping[str, pd.DataFrame], metrics: Sequence[str] = tuple(TS_METRICS),
                      max_points: int = TS_MAX_POINTS, t_max: float | None = None) -> pd.DataFrame:
@@ -242,30 +194,6 @@ def timeseries_frame(timeseries: Mapping[str, pd.DataFrame], metrics: Sequence[s
     if not parts:
         return pd.DataFrame(columns=["strategy", "t_s", "metric", "value"])
     return pd.concat(parts, ignore_index=True)
-
-
-def timeseries_chart(df: pd.DataFrame, metric: str, height: int = 220, legend: bool = False) -> alt.Chart:
-    """One metric of ``timeseries_frame`` over time, one line per strategy.
-
-    No legend by default: the page shows the four panels under one shared legend.
-    """
-    title, fmt = TS_METRICS.get(metric, (metric, ",.2f"))
-    d = _cap(df.loc[df["metric"].to_numpy(dtype=object) == metric, ["strategy", "t_s", "value"]])
-    strategies = _sorted_strategies(d["strategy"])
-    return (
-        alt.Chart(d, title=title)
-        .mark_line(strokeWidth=1.6, interpolate="step-after")
-        .encode(
-            x=alt.X("t_s:Q", title="Simulated time (s)"),
-            y=alt.Y("value:Q", title=None, axis=alt.Axis(format=fmt)),
-            color=alt.Color("strategy:N", title="Strategy", scale=strategy_scale(strategies),
-                            sort=strategies, legend=_legend() if legend else None),
-            tooltip=[alt.Tooltip("strategy:N", title="Strategy"),
-                     alt.Tooltip("t_s:Q", title="t (s)", format=",.1f"),
-                     alt.Tooltip("value:Q", title=title, format=fmt)],
-        )
-        .properties(height=height)
-    )
 
 
 # --------------------------------------------------------------------- sweeps

@@ -4,7 +4,7 @@ The What-if page redraws one chart on every slider step.  Measured in headless C
 with the collector frozen as the app's is, 7 steps x 2 rounds), a Vega-Lite chart (``st.altair_chart``) adds
 about 39 ms to a step whatever its data size, this module's CDF drawn as Markdown
 (``st.markdown(svg, unsafe_allow_html=True)``; ``st.html`` sanitises SVG away) about 18 ms, hover tooltips
-included.  So the live chart is drawn here, from the same frames as app/charts.py's builders, with the same
+included.  So the live chart is drawn here, from the frames app/charts.py builds (cdf_frame, breakdown_frame, timeseries_frame), with its
 colours and formats.  No Streamlit here (numpy/pandas only).  The string has no line break: Markdown takes it as
 one HTML block.
 
@@ -338,7 +338,7 @@ def stacked_bar_svg(df: pd.DataFrame, *, category: str, value: str, stack: str, 
 
 # -------------------------------------------------------- the frames of app/charts.py
 def ttft_cdf_svg(df: pd.DataFrame, log_x: bool = True, title: str = "TTFT distribution (CDF)") -> str:
-    """``charts.cdf_frame`` (strategy, ttft_ms, cdf) as ``charts.ttft_cdf_chart`` draws it."""
+    """The TTFT CDF of ``charts.cdf_frame`` (strategy, ttft_ms, cdf), one line per strategy."""
     return line_svg(df, x="ttft_ms", y="cdf", series="strategy", log_x=log_x, y_domain=(0.0, 1.0),
                     x_title="Time to first token (ms)" + (", log scale" if log_x else ""),
                     y_title="Share of requests", fmt_x=",.1~f", fmt_y=".0%", title=title,
@@ -346,7 +346,7 @@ def ttft_cdf_svg(df: pd.DataFrame, log_x: bool = True, title: str = "TTFT distri
 
 
 def ttft_breakdown_svg(df: pd.DataFrame, title: str = "Where the mean TTFT goes") -> str:
-    """``charts.breakdown_frame`` (strategy, component, ms, order) as ``charts.ttft_breakdown_chart``."""
+    """Where the mean TTFT goes: ``charts.breakdown_frame`` (strategy, component, ms, order), stacked bars."""
     present = set(df["component"])
     pairs = [(lab, col) for lab, col in zip(BREAKDOWN.values(), _BREAKDOWN_COLORS) if lab in present]
     return stacked_bar_svg(df, category="strategy", value="ms", stack="component",
@@ -355,7 +355,7 @@ def ttft_breakdown_svg(df: pd.DataFrame, title: str = "Where the mean TTFT goes"
 
 
 def timeseries_svg(df: pd.DataFrame, metric: str, height_px: int = 320, legend: bool = True) -> str:
-    """One metric of ``charts.timeseries_frame`` over time, step-after lines, as ``charts.timeseries_chart``."""
+    """One metric of ``charts.timeseries_frame`` over time, one step-after line per strategy."""
     title, spec = TS_METRICS.get(metric, (metric, ",.2f"))
     d = df.loc[df["metric"].to_numpy(dtype=object) == metric, ["strategy", "t_s", "value"]]
     return line_svg(d, x="t_s", y="value", series="strategy", x_title="Simulated time (s)", fmt_x=",.1~f",
