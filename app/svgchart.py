@@ -4,9 +4,9 @@ The What-if page redraws one chart on every slider step.  Measured in headless C
 with the collector frozen as the app's is, 7 steps x 2 rounds), a Vega-Lite chart (``st.altair_chart``) adds
 about 39 ms to a step whatever its data size, this module's CDF drawn as Markdown
 (``st.markdown(svg, unsafe_allow_html=True)``; ``st.html`` sanitises SVG away) about 18 ms, hover tooltips
-included.  So the live chart is drawn here, from the frames app/charts.py builds (cdf_frame, breakdown_frame, timeseries_frame), with its
-colours and formats.  No Streamlit here (numpy/pandas only).  The string has no line break: Markdown takes it as
-one HTML block.
+included.  So the live chart is drawn here, from the frames app/charts.py builds (``cdf_frame``,
+``breakdown_frame``, ``timeseries_frame``), with its colours and formats.  No Streamlit here (numpy/pandas only).
+The string has no line break: Markdown takes it as one HTML block.
 
 Text and axes use ``currentColor`` (the page may be dark); tooltips are SVG ``<title>`` children.  The
 root carries ``data-plot="x0,y0,x1,y1"``, the plot area in px (the tests read it).
