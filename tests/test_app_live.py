@@ -7,7 +7,6 @@ import io
 
 import pandas as pd
 import pytest
-from conftest import media  # noqa: F401  (fixture)
 from test_app import FAST, app, download, kpi_rows, ok
 
 from app import controls, page_whatif
@@ -130,7 +129,7 @@ def test_a_live_step_whose_results_vanish_reruns_the_app(sidebar_runs, monkeypat
     assert not at.get("file_uploader") and any("simulated failure" in e.value for e in at.error)
 
 
-def test_a_live_step_redraws_the_downloads_with_its_results(sidebar_runs, media):  # noqa: F811
+def test_a_live_step_redraws_the_downloads_with_its_results(sidebar_runs, media):
     """The download buttons are in the live fragment (a button's file lives as long as the run that drew it), so a
     live step gives new ones, which export its results, as a full run of the same URL does."""
     at = ok(app(**FAST).run())
