@@ -458,8 +458,8 @@ def _anticipate(state, n_reps: int) -> None:
 
 #: The page's live fragment (``controls._live_step``: a slider step reruns it alone).
 LIVE_KEY = "wi_live"
-#: The live fragment's last outcome (a dict in session state: "snap", ``_compare``'s tuple or None; "shape", what the
-#: uploads under the fragment were drawn for), so that a live step that changes it asks for a full run.
+#: The live fragment's last outcome and what the uploads under it were drawn for (a dict in session state:
+#: "shape" and "drawn", each ``_shape``), so that a live step that changes it asks for a full run.
 K_VIEW = "_wi_view"
 
 
@@ -470,15 +470,14 @@ def render() -> None:
     view["full_run"] = True
     _live(view)
     view["full_run"] = False
-    view["shape"] = _shape(view)
-    if view.get("snap") is not None:
-        _imports(view["snap"][6])
+    view["drawn"] = results, replaying = view["shape"]
+    if results:
+        _imports(replaying)
     controls.live_ready(LIVE_KEY)
 
 
-def _shape(view: Mapping) -> tuple:
+def _shape(snap: tuple | None) -> tuple[bool, bool]:
     """What the uploads' section depends on: results (it is drawn with them), a replayed trace (its stop button)."""
-    snap = view.get("snap")
     return snap is not None, snap is not None and snap[6] is not None
 
 
@@ -488,11 +487,11 @@ def _live(view: dict) -> None:
     (results or none, a trace) asks for a full run instead."""
     with runner.SCHEDULER.rendering():
         state = controls.live_state()
-        view["snap"] = _compare(state)
+        view["shape"] = _shape(_compare(state))  # (only its shape: the results stay in the caches, not per session)
         box, path = controls.share_box()
         controls.render_share(state, path, box)
         controls.draw_notes()
-    if not view.get("full_run") and _shape(view) != view.get("shape"):
+    if not view.get("full_run") and view["shape"] != view.get("drawn"):
         st.rerun()
 
 
@@ -650,9 +649,9 @@ def _downloads(snap: tuple) -> None:
                                  f"{TRACE_CITATION}")
 
 
-def _imports(trace) -> None:
+def _imports(replaying: bool) -> None:
     """The uploads that restore a scenario, replay a trace or add a model (full runs only: each changes the
-    sidebar)."""
+    sidebar); ``replaying``: a trace is replayed (its stop button)."""
     u1, u2, u3 = st.columns(3, gap="large")
     with u1:
         st.file_uploader("Restore a scenario.json", type=["json"], key="scenario_upload",
@@ -676,7 +675,7 @@ def _imports(trace) -> None:
         st.caption("Example traces: " + TRACE_CITATION + ". Or pick one as the sidebar's traffic source. Uploads "
                    "in either format: arrival_s, adapter_id, prompt_tokens, output_tokens, or the Azure/Vidur "
                    "arrived_at, num_prefill_tokens, num_decode_tokens.")
-        if trace is not None and st.button("Stop replaying the trace", key="stop_trace"):
+        if replaying and st.button("Stop replaying the trace", key="stop_trace"):
             st.session_state.pop("_trace", None)
             st.rerun()
     with u3:
