@@ -7,6 +7,7 @@ import io
 
 import pandas as pd
 import pytest
+from conftest import goto
 from test_app import FAST, app, download, kpi_rows, ok
 
 from app import controls, page_whatif
@@ -26,10 +27,6 @@ def sidebar_runs(monkeypatch) -> dict:
     return n
 
 
-def _slider(at, key: str):
-    return next(s for s in at.sidebar.slider if s.key == key)
-
-
 def _shown(at) -> tuple:
     """What the live fragment shows: the comparison table, the verdict banners, the share link."""
     return kpi_rows(at), [i.value for i in at.info], [c.value for c in at.code]
@@ -38,7 +35,7 @@ def _shown(at) -> tuple:
 def test_a_rate_step_reruns_the_fragment_alone_and_shows_what_a_full_run_shows(sidebar_runs):
     at = ok(app(**FAST).run())
     assert sidebar_runs["runs"] == 1
-    rate = _slider(at, "arrival_rate_rps")
+    rate = at.sidebar.slider(key="arrival_rate_rps")
     new = rate.value + rate.step
     before = _shown(at)
     ok(rate.set_value(new).run())
@@ -55,18 +52,18 @@ def test_a_step_that_changes_what_the_sidebar_draws_reruns_the_app(sidebar_runs)
     """The prompt length bounds the VRAM budget (the KV cache of one request must fit): a step changes that
     slider's range, so the sidebar is drawn."""
     at = ok(app(**FAST).run())
-    prompt, vram = _slider(at, "prompt_tokens"), _slider(at, "vram_budget_gb")
+    prompt, vram = at.sidebar.slider(key="prompt_tokens"), at.sidebar.slider(key="vram_budget_gb")
     new, vram_max = prompt.value + 50 * prompt.step, vram.max
     ok(prompt.set_value(new).run())
     assert sidebar_runs["runs"] == 2
-    assert _slider(at, "prompt_tokens").value == new and _slider(at, "vram_budget_gb").max < vram_max
+    assert at.sidebar.slider(key="prompt_tokens").value == new and at.sidebar.slider(key="vram_budget_gb").max < vram_max
 
 
 def test_a_vram_step_is_live_and_redraws_the_budgets_note(sidebar_runs):
     """The VRAM budget's note (the memory split) changes with every step: the live fragment draws it
     (``controls.draw_notes``), as a full run of the same URL does."""
     at = ok(app(**FAST).run())
-    vram = _slider(at, "vram_budget_gb")
+    vram = at.sidebar.slider(key="vram_budget_gb")
     new = vram.value + 4 * vram.step
     ok(vram.set_value(new).run())
     assert sidebar_runs["runs"] == 1
@@ -78,7 +75,7 @@ def test_a_vram_step_is_live_and_redraws_the_budgets_note(sidebar_runs):
 
 def test_two_controls_changed_in_one_interaction_rerun_the_app(sidebar_runs):
     at = ok(app(**FAST).run())
-    rate, zipf = _slider(at, "arrival_rate_rps"), _slider(at, "zipf_s")
+    rate, zipf = at.sidebar.slider(key="arrival_rate_rps"), at.sidebar.slider(key="zipf_s")
     rate.set_value(rate.value + rate.step)
     zipf.set_value(zipf.value + zipf.step)
     ok(at.run())
@@ -90,7 +87,7 @@ def test_two_controls_changed_in_one_interaction_rerun_the_app(sidebar_runs):
 def test_a_value_held_down_by_another_controls_range_is_not_stepped_live(sidebar_runs):
     at = ok(app(**FAST).run())
     at.session_state[controls._INTENT] = {"arrival_rate_rps": 1e9}  # as if another control's range held it down
-    rate = _slider(at, "arrival_rate_rps")
+    rate = at.sidebar.slider(key="arrival_rate_rps")
     ok(rate.set_value(rate.value + rate.step).run())
     assert sidebar_runs["runs"] == 2
 
@@ -100,7 +97,7 @@ def test_a_step_after_a_full_run_that_stopped_before_the_page_ended_reruns_the_a
     leaves parts of the page undrawn: the next step is a full run."""
     at = ok(app(**FAST).run())
     del at.session_state[controls._READY]  # (what render_sidebar leaves until the page's end)
-    rate = _slider(at, "arrival_rate_rps")
+    rate = at.sidebar.slider(key="arrival_rate_rps")
     ok(rate.set_value(rate.value + rate.step).run())
     assert sidebar_runs["runs"] == 2 and at.session_state[controls._READY] == page_whatif.LIVE_KEY
 
@@ -112,7 +109,7 @@ def test_a_live_step_whose_results_vanish_reruns_the_app(sidebar_runs, monkeypat
 
     at = ok(app(**FAST).run())
     assert at.get("file_uploader")
-    rate = _slider(at, "arrival_rate_rps")
+    rate = at.sidebar.slider(key="arrival_rate_rps")
     new = rate.value + rate.step
     real_cached, real_run = runner.cached_replications, runner.run_replications
 
@@ -133,7 +130,7 @@ def test_a_live_step_redraws_the_downloads_with_its_results(sidebar_runs, media)
     """The download buttons are in the live fragment (a button's file lives as long as the run that drew it), so a
     live step gives new ones, which export its results, as a full run of the same URL does."""
     at = ok(app(**FAST).run())
-    rate = _slider(at, "arrival_rate_rps")
+    rate = at.sidebar.slider(key="arrival_rate_rps")
     new = rate.value + rate.step
     ok(rate.set_value(new).run())
     assert sidebar_runs["runs"] == 1
@@ -143,8 +140,12 @@ def test_a_live_step_redraws_the_downloads_with_its_results(sidebar_runs, media)
     pd.testing.assert_frame_equal(csv, pd.read_csv(io.BytesIO(download(full, "dl_summary", media))))
 
 
-def test_the_page_declares_its_live_fragment():
-    from app import main  # noqa: F401  (main.py registers the pages)
-    spec = next(p for p in main.PAGES if p.url_path == "whatif")
-    assert spec.live == page_whatif.LIVE_KEY
-    assert all(p.live is None for p in main.PAGES if p.url_path != "whatif")
+def test_a_step_on_a_page_without_a_live_fragment_reruns_the_app(sidebar_runs):
+    """Only the What-if page has a live fragment (``PageSpec.live``): a step on the Sweeps page reruns the app.
+    (Not read off ``main.PAGES``: importing main.py runs the app, and its warm-up thread, in the test process.)"""
+    at = ok(app(**FAST).run())
+    goto(at, "sweeps")
+    ok(at.run())
+    rate = at.sidebar.slider(key="arrival_rate_rps")
+    ok(rate.set_value(rate.value + rate.step).run())
+    assert sidebar_runs["runs"] == 3 and at.title[0].value == "Sweeps"
