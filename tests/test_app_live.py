@@ -140,12 +140,15 @@ def test_a_live_step_redraws_the_downloads_with_its_results(sidebar_runs, media)
     pd.testing.assert_frame_equal(csv, pd.read_csv(io.BytesIO(download(full, "dl_summary", media))))
 
 
-def test_a_step_on_a_page_without_a_live_fragment_reruns_the_app(sidebar_runs):
-    """Only the What-if page has a live fragment (``PageSpec.live``): a step on the Sweeps page reruns the app.
-    (Not read off ``main.PAGES``: importing main.py runs the app, and its warm-up thread, in the test process.)"""
+@pytest.mark.parametrize("page, title", [("sweeps", "Sweeps"), ("crossover", "Crossover"), ("plan", "Plan"),
+                                         ("fleet", "Fleet")])
+def test_a_step_on_a_page_without_a_live_fragment_reruns_the_app(sidebar_runs, page, title):
+    """Only the What-if page has a live fragment (``PageSpec.live``): a step on the other scenario pages reruns
+    the app.  (Not read off ``main.PAGES``: importing main.py runs the app, and its warm-up thread, in the test
+    process.)"""
     at = ok(app(**FAST).run())
-    goto(at, "sweeps")
+    goto(at, page)
     ok(at.run())
     rate = at.sidebar.slider(key="arrival_rate_rps")
     ok(rate.set_value(rate.value + rate.step).run())
-    assert sidebar_runs["runs"] == 3 and at.title[0].value == "Sweeps"
+    assert sidebar_runs["runs"] == 3 and at.title[0].value == title
