@@ -1474,10 +1474,12 @@ def show_calibration(sc: Scenario) -> None:
 
 
 def show_header(state: AppState, title: str, subtitle: str | None = None, help: str | None = None,
-                badge: bool = True) -> None:
+                badge: bool = True, titled: bool = True) -> None:
     """Page title, the scenario's conditions, link warnings and run notes; ``badge``: the sidebar scenario's
-    calibration badge (a page that plans another scenario, the Plan page's form, shows that one's instead)."""
-    st.title(title, anchor=False, help=help)
+    calibration badge (a page that plans another scenario, the Plan page's form, shows that one's instead);
+    ``titled=False``: the page drew its title itself (What-if: above its live fragment)."""
+    if titled:
+        st.title(title, anchor=False, help=help)
     if subtitle:
         st.markdown(subtitle)
     show_url_issues()

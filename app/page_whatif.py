@@ -1,7 +1,9 @@
 """What-if page: every chosen strategy on the sidebar's scenario, side by side."""
 from __future__ import annotations
 
+import html
 import math
+import re
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
@@ -326,6 +328,36 @@ def kpi_table(reps: Mapping[str, Sequence[Mapping]], baseline: str) -> pd.DataFr
     return pd.DataFrame(rows, columns=[STRATEGY_COLUMN, *(label for _, label, *_ in kpis)])
 
 
+#: The comparison table's look (``kpi_table_html``): theme-neutral (inherited text colour, translucent rules),
+#: the deltas' colours readable on a light and a dark background.
+TABLE_CSS = ("<style>table.wi-kpi{border-collapse:collapse;width:100%;font-size:.875rem;line-height:1.45}"
+             "table.wi-kpi th{text-align:left;font-weight:600;opacity:.7;white-space:nowrap}"
+             "table.wi-kpi th,table.wi-kpi td{padding:.45rem .6rem;vertical-align:top;"
+             "border-bottom:1px solid rgba(128,128,128,.25)}"
+             "table.wi-kpi .green{color:#1e9e4a}table.wi-kpi .red{color:#e0393e}"
+             "table.wi-kpi .orange{color:#d97706}table.wi-kpi .gray{opacity:.6}</style>")
+_MD_COLOR = re.compile(r":(green|red|orange|gray)\[(.+?)\]")
+_MD_BOLD = re.compile(r"\*\*(.+?)\*\*")
+
+
+def cell_html(md: str) -> str:
+    """A ``kpi_table`` cell (its Markdown: ``**bold**``, ``:green[...]``, ``:red[...]``, ``:orange[...]``,
+    ``:gray[...]``, hard line breaks) as HTML; everything else is text (escaped)."""
+    out = html.escape(md, quote=False)
+    out = _MD_BOLD.sub(r"<b>\1</b>", out)
+    out = _MD_COLOR.sub(r'<span class="\1">\2</span>', out)
+    return out.replace("  \n", "<br>")
+
+
+def kpi_table_html(table: pd.DataFrame) -> str:
+    """The comparison table as one HTML element (``st.html``): a browser draws it faster than the same cells as
+    Markdown in ``st.table`` (a Markdown renderer per cell), on every slider step."""
+    head = "".join(f"<th>{html.escape(str(c), quote=False)}</th>" for c in table.columns)
+    rows = "".join("<tr>" + "".join(f"<td>{cell_html(str(c))}</td>" for c in r) + "</tr>"
+                   for r in table.itertuples(index=False))
+    return f'{TABLE_CSS}<table class="wi-kpi"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+
+
 def kpi_help(n_reps: int, baseline: str, strategies: Sequence[str] = ()) -> str:
     """What the comparison table's cells are, each KPI's definition and each strategy's description (the tooltip
     of the table's heading)."""
@@ -363,6 +395,15 @@ CHARTS: dict[str, str] = {
 DEFAULT_CHART = "cdf"
 K_CHART = "whatif_chart"   # page-local (not in the URL): changing it reruns the fragment only
 K_LOG = "cdf_log"
+#: The sections under the table, as tabs, one open at a time; only the open one is built (a slider step redraws
+#: it alone): key -> tab label.
+DETAILS: dict[str, str] = {"chart": "Charts", "why": "Why", "export": "Export"}
+DEFAULT_DETAIL = "chart"
+K_DETAIL = "wi_detail"
+K_IMPORT = "wi_import_open"   # the uploads' expander is open (``_imports``)
+#: Session-state keys of the uploads' outcomes (set by their callbacks, or by another page that loads a scenario
+#: here): a new one opens the uploads' expander, so that it is seen.
+IMPORT_MESSAGES = ("_upload_error", "_upload_msg", "_trace_error", "_config_error", "_config_msg")
 
 
 @st.fragment
@@ -467,6 +508,7 @@ def render() -> None:
     """The live fragment (header, page controls, verdict, table, why, chart, downloads, share link), then the
     uploads, which only full runs draw (``_imports``)."""
     view = st.session_state.setdefault(K_VIEW, {})
+    _settings()
     view["full_run"] = True
     _live(view)
     view["full_run"] = False
@@ -474,6 +516,32 @@ def render() -> None:
     if results:
         _imports(replaying)
     controls.live_ready(LIVE_KEY)
+
+
+def _settings() -> None:
+    """The page's title and comparison settings, above the live fragment: a slider step does not redraw them
+    (changing one reruns the app)."""
+    st.title("What-if", anchor=False, help="Every selected strategy serves the same simulated request stream "
+             "(same seed) on the scenario set in the sidebar; the table compares them with the baseline you pin "
+             "on the right.")
+    c_reps, c_auto, c_obj, _ = st.columns([1, 1, 1, 2], vertical_alignment="bottom")
+    # Off by default: at the default 3 replications the rule (its error budget split over the looks and the
+    # comparisons) rarely decides, and the home page would show "no verdict" for a lead as clear as slora's.
+    auto = c_auto.toggle("Until decided", value=False, key=K_AUTO, bind="query-params",
+                         help="Run replications one look at a time until the verdict is decided (the leader's paired "
+                              "lead over every other strategy excludes zero, or they are within ±5 % of each other) "
+                              "at an overall 5 % error rate (the error budget split over every look: stopping at "
+                              "the first CI that excludes zero would crown false winners; engine/sequential.py), at "
+                              "most the number on the left. Off: exactly that number.")
+    c_reps.number_input(
+        "At most (replications)" if auto else "Replications", 1, MAX_REPS, DEFAULT_REPS, step=1, key=K_REPS,
+        bind="query-params",
+        help="Seeds per strategy (replication k uses seed + k for every strategy: common random numbers). The "
+             "table shows the mean and the half-width of its 95 % CI; a strategy wins only when its paired lead "
+             "excludes zero. With a replayed trace the request stream is the trace's: one run.")
+    c_obj.selectbox("Verdict on", list(OBJECTIVES), format_func=lambda k: OBJECTIVES[k][0],
+                                key=K_OBJECTIVE, bind="query-params",
+                                help="The metric the banner ranks the strategies on.")
 
 
 def _shape(snap: tuple | None) -> tuple[bool, bool]:
@@ -498,9 +566,7 @@ def _live(view: dict) -> None:
 def _compare(state: controls.AppState) -> tuple | None:
     """The comparison; returns (results, summaries, scenario, strategies, replications, baseline, trace), or None
     when there is nothing to compare (an invalid scenario, no strategy, a rejected trace, every run failed)."""
-    controls.show_header(state, "What-if", help="Every selected strategy serves the same simulated request "
-                         "stream (same seed) on the scenario set in the sidebar; the table compares them with "
-                         "the baseline you pin on the right.")
+    controls.show_header(state, "What-if", titled=False)
     if not controls.runnable(state):
         return
 
@@ -517,24 +583,9 @@ def _compare(state: controls.AppState) -> tuple | None:
         st.info(f"Replaying the uploaded trace **{trace['name']}** ({trace['size'] / 1e6:.1f} MB): {how}; requests "
                 "arriving after the duration are dropped.", icon=":material/replay:")
 
-    c_reps, c_auto, c_obj, _ = st.columns([1, 1, 1, 2], vertical_alignment="bottom")
-    # Off by default: at the default 3 replications the rule (its error budget split over the looks and the
-    # comparisons) rarely decides, and the home page would show "no verdict" for a lead as clear as slora's.
-    auto = c_auto.toggle("Until decided", value=False, key=K_AUTO, bind="query-params",
-                         help="Run replications one look at a time until the verdict is decided (the leader's paired "
-                              "lead over every other strategy excludes zero, or they are within ±5 % of each other) "
-                              "at an overall 5 % error rate (the error budget split over every look: stopping at "
-                              "the first CI that excludes zero would crown false winners; engine/sequential.py), at "
-                              "most the number on the left. Off: exactly that number.")
-    n_reps = int(c_reps.number_input(
-        "At most (replications)" if auto else "Replications", 1, MAX_REPS, DEFAULT_REPS, step=1, key=K_REPS,
-        bind="query-params",
-        help="Seeds per strategy (replication k uses seed + k for every strategy: common random numbers). The "
-             "table shows the mean and the half-width of its 95 % CI; a strategy wins only when its paired lead "
-             "excludes zero. With a replayed trace the request stream is the trace's: one run."))
-    objective = c_obj.selectbox("Verdict on", list(OBJECTIVES), format_func=lambda k: OBJECTIVES[k][0],
-                                key=K_OBJECTIVE, bind="query-params",
-                                help="The metric the banner ranks the strategies on.")
+    ss = st.session_state  # (the page's settings, drawn above the fragment by ``_settings``)
+    auto, n_reps = bool(ss.get(K_AUTO)), int(ss.get(K_REPS) or DEFAULT_REPS)
+    objective = ss.get(K_OBJECTIVE) or DEFAULT_OBJECTIVE
     if trace is not None:
         n_reps = 1
 
@@ -590,13 +641,31 @@ def _compare(state: controls.AppState) -> tuple | None:
     # ------------------------------------------------------------ comparison table
     st.markdown(f"**Strategies compared** :gray[· under each value, the difference to the baseline, "
                 f"**{baseline}**]", help=kpi_help(n_reps, baseline, names))
-    st.table(kpi_table(reps, baseline), hide_index=True, border="horizontal")
+    st.html(kpi_table_html(kpi_table(reps, baseline)))
 
-    # ------------------------------------------------------------------ why
-    st.subheader("Why")
+    # ----------------------------------------------- details: one at a time, built only when open
+    if trace is None:
+        _anticipate(state, min(2, cap) if auto and cap >= 2 else n_reps)
+    snap = results, summaries, sc, list(state.strategies), n_reps, baseline, trace
+    chart_tab, why_tab, export_tab = st.tabs(list(DETAILS.values()), key=K_DETAIL, default=DETAILS[DEFAULT_DETAIL],
+                                             on_change="rerun")
+    if chart_tab.open:
+        with chart_tab:
+            _charts(results, sc, n_reps)
+    if why_tab.open:
+        with why_tab:
+            _why(results, sc)
+    if export_tab.open:
+        with export_tab:
+            _downloads(snap)
+    return snap
+
+
+def _why(results: Mapping[str, Mapping], sc) -> None:
+    """Each strategy's bottlenecks (``engine.causes``) from its first replication's measures."""
     lines = []
-    for s_ in names:
-        found = causes(summaries[s_], results[s_]["timeseries"], sc.warmup_s, sc.duration_s,
+    for s_, r in results.items():
+        found = causes(r["summary"], r["timeseries"], sc.warmup_s, sc.duration_s,
                        effective_slots(sc.replace(strategy=s_)))
         lines.append(f"{charts.strategy_dot(s_)}**{s_}**: " + "; ".join(c.message for c in found) + ".")
     st.markdown("  \n".join(lines), unsafe_allow_html=True)
@@ -604,13 +673,7 @@ def _compare(state: controls.AppState) -> tuple | None:
                "KV occupancy, adapter slots, queue length and the TTFT breakdown; the rules are in "
                "engine/bottlenecks.py.")
 
-    # ---------------------------------------------------------------------- charts
-    _charts(results, sc, n_reps)
-    if trace is None:
-        _anticipate(state, min(2, cap) if auto and cap >= 2 else n_reps)
-    snap = results, summaries, sc, list(state.strategies), n_reps, baseline, trace
-    _downloads(snap)
-    return snap
+
 
 
 def _downloads(snap: tuple) -> None:
@@ -618,7 +681,6 @@ def _downloads(snap: tuple) -> None:
     file lives as long as the run that drew it (a live step starts as a full run, which drops the files of every
     button, and then runs only the fragment)."""
     results, summaries, sc, strategies, n_reps, baseline, _ = snap
-    st.subheader("Export and import")
     e = st.columns(4)
     req_frames = {s: r["requests"] for s, r in results.items()}
     e[0].download_button("Per-request CSV", data=lambda: exports.requests_csv(req_frames), file_name="requests.csv",
@@ -651,8 +713,22 @@ def _downloads(snap: tuple) -> None:
 
 def _imports(replaying: bool) -> None:
     """The uploads that restore a scenario, replay a trace or add a model (full runs only: each changes the
-    sidebar); ``replaying``: a trace is replayed (its stop button)."""
-    u1, u2, u3 = st.columns(3, gap="large")
+    sidebar), in an expander that builds them only when open (three file uploaders are a tenth of a first page's
+    drawing); ``replaying``: a trace is replayed (its stop button, outside it)."""
+    if replaying and st.button("Stop replaying the trace", key="stop_trace", icon=":material/stop_circle:"):
+        st.session_state.pop("_trace", None)
+        st.rerun()
+    ss = st.session_state
+    outcome = tuple(ss.get(k) for k in IMPORT_MESSAGES)
+    if any(outcome) and ss.get("_import_shown") != outcome:  # a new outcome (here or from another page): shown
+        ss[K_IMPORT] = True
+    ss["_import_shown"] = outcome
+    box = st.expander("Import: a scenario.json, a trace to replay, a base model's config.json",
+                      icon=":material/upload_file:", key=K_IMPORT, on_change="rerun")
+    st.caption("Example traces: " + TRACE_CITATION + ".")
+    if not box.open:
+        return
+    u1, u2, u3 = box.columns(3, gap="large")
     with u1:
         st.file_uploader("Restore a scenario.json", type=["json"], key="scenario_upload",
                          on_change=controls.on_scenario_upload, max_upload_size=runner.MAX_UPLOAD_MB,
@@ -672,12 +748,9 @@ def _imports(replaying: bool) -> None:
                               f"At most {runner.MAX_UPLOAD_MB} MB. Replayed instead of the generated workload.")
         if st.session_state.get("_trace_error"):
             st.error(st.session_state["_trace_error"], icon=":material/error:")
-        st.caption("Example traces: " + TRACE_CITATION + ". Or pick one as the sidebar's traffic source. Uploads "
-                   "in either format: arrival_s, adapter_id, prompt_tokens, output_tokens, or the Azure/Vidur "
-                   "arrived_at, num_prefill_tokens, num_decode_tokens.")
-        if replaying and st.button("Stop replaying the trace", key="stop_trace"):
-            st.session_state.pop("_trace", None)
-            st.rerun()
+        st.caption("Pick an example trace as the sidebar's traffic source, or download one (Export) as a template. "
+                   "Uploads in either format: arrival_s, adapter_id, prompt_tokens, output_tokens, or the "
+                   "Azure/Vidur arrived_at, num_prefill_tokens, num_decode_tokens.")
     with u3:
         st.file_uploader("Add a base model (Hugging Face config.json)", type=["json"], key="config_upload",
                          on_change=controls.on_config_upload, max_upload_size=1,

@@ -1,4 +1,8 @@
 """Fixtures and helpers shared by the dashboard tests (``from conftest import goto``)."""
+import html
+import re
+
+import pandas as pd
 import pytest
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
@@ -47,3 +51,45 @@ def registry():
     for k in [k for k in presets.MODELS if k not in before]:
         del presets.MODELS[k]
     presets.MODELS.update(before)
+
+
+# The What-if page builds two sections only when they are open (a slider step and a first page draw less): the
+# details' tabs (chart, why, export) and the uploads' expander.  A test that reads one opens it as a user would
+# (its open state is in session state), then reruns.
+DETAIL_KEY, IMPORT_KEY = "wi_detail", "wi_import_open"   # app.page_whatif.K_DETAIL / K_IMPORT
+
+
+def opened(at: AppTest, key: str, value=True) -> AppTest:
+    """Open the section ``key`` (True for an expander, the tab's label for the details) and rerun if it was
+    not open."""
+    try:
+        now = at.session_state[key]
+    except KeyError:
+        now = None
+    if now != value:
+        at.session_state[key] = value
+        at.run()
+    return at
+
+
+def uploader(at: AppTest, key: str):
+    """The What-if page's file uploader ``key``, the uploads' expander opened first."""
+    if not any(getattr(u, "key", None) == key for u in at.get("file_uploader")):
+        opened(at, IMPORT_KEY)
+    return at.file_uploader(key=key)
+
+
+def table_from_html(body: str) -> pd.DataFrame:
+    """``app.page_whatif.kpi_table_html`` inverted: the DataFrame of Markdown cells it was drawn from."""
+    def cell(h: str) -> str:
+        h = re.sub(r'<span class="(green|red|orange|gray)">(.*?)</span>', r":\1[\2]", h)
+        return html.unescape(re.sub(r"<b>(.*?)</b>", r"**\1**", h).replace("<br>", "  \n"))
+
+    head = [cell(c) for c in re.findall(r"<th>(.*?)</th>", body)]
+    rows = [[cell(c) for c in re.findall(r"<td>(.*?)</td>", r)] for r in re.findall(r"<tr>(.*?)</tr>", body)[1:]]
+    return pd.DataFrame(rows, columns=head)
+
+
+def kpi_tables(at: AppTest) -> list[pd.DataFrame]:
+    """The What-if comparison tables shown (``st.html`` elements of class ``wi-kpi``), as Markdown DataFrames."""
+    return [table_from_html(h.proto.body) for h in at.get("html") if 'class="wi-kpi"' in h.proto.body]

@@ -11,12 +11,12 @@ from xml.etree import ElementTree
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import goto
+from conftest import DETAIL_KEY, goto, kpi_tables, opened, uploader
 from streamlit.testing.v1 import AppTest
 
 from app import controls, exports, page_whatif
 from app.page_whatif import STRATEGY_COLUMN, fmt_value
-from engine import Scenario, presets, simulate
+from engine import TRACES, Scenario, presets, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = str(ROOT / "app" / "main.py")
@@ -40,9 +40,10 @@ def ok(at: AppTest) -> AppTest:
 
 
 def kpi_table(at: AppTest) -> pd.DataFrame:
-    """The What-if page's comparison table (``page_whatif.kpi_table``): one row per strategy, Markdown cells."""
-    table, = at.table
-    return table.value
+    """The What-if page's comparison table (``page_whatif.kpi_table``): one row per strategy, Markdown cells, read
+    back from the HTML the page draws (``conftest.kpi_tables``)."""
+    (table,) = kpi_tables(at)
+    return table
 
 
 def kpi_rows(at: AppTest) -> list[tuple[str, ...]]:
@@ -69,6 +70,8 @@ def scenario_of(at: AppTest, store: dict) -> Scenario:
 
 
 def download(at: AppTest, key: str, store: dict) -> bytes:
+    """What the What-if page's download button ``key`` serves, its Export tab opened first."""
+    opened(at, DETAIL_KEY, page_whatif.DETAILS["export"])
     proto = at.download_button(key=key).proto
     data = store[proto.deferred_file_id]() if proto.deferred_file_id else store[proto.url]
     return data.encode() if isinstance(data, str) else bytes(data)
@@ -95,9 +98,9 @@ def test_home_page_renders_kpis_verdict_and_charts():
     assert len(list(root.iter("{http://www.w3.org/2000/svg}polyline"))) == 5 and "TTFT distribution" in svg
     picker = at.segmented_control(key=page_whatif.K_CHART)
     assert picker.value == "cdf" and picker.options == [page_whatif.CHARTS[k] for k in page_whatif.CHARTS]
-    assert "Why" in [h.value for h in at.subheader]
-    why = [m.value for m in at.markdown if "**naive**:" in m.value]
-    assert why and any(k in why[0] for k in ("busy", "queue", "bottleneck", "loads", "KV", "slots"))
+    # the details under the table, one tab at a time, only the open one built: the chart first
+    assert [t.label for t in at.tabs] == list(page_whatif.DETAILS.values())
+    assert not [m for m in at.markdown if "**naive**:" in m.value] and not at.get("download_button")
     default = Scenario.from_preset("default")
     assert presets.GPUS[default.gpu].label in at.caption[0].value
     assert f"{default.arrival_rate_rps:g} req/s" in at.caption[0].value
@@ -109,6 +112,22 @@ def test_home_page_renders_kpis_verdict_and_charts():
     assert all("  \n:" in c for c in row_of(at, "slora").iloc[1:])
     # the best among the contenders is marked, where it stands out of the noise
     assert page_whatif.BEST in "".join(table.iloc[:, 1:].to_numpy().ravel())
+
+
+def test_the_why_and_export_tabs_are_built_when_opened():
+    """Why: each strategy's bottlenecks; Export: the download buttons; each built only while its tab is open (the
+    chart then is not), so a slider step draws one of them."""
+    at = ok(app(**FAST).run())
+    opened(at, DETAIL_KEY, page_whatif.DETAILS["why"])
+    why = [m.value for m in at.markdown if "**naive**:" in m.value]
+    assert why and any(k in why[0] for k in ("busy", "queue", "bottleneck", "loads", "KV", "slots"))
+    assert not svg_charts(at) and not at.get("download_button")
+    opened(at, DETAIL_KEY, page_whatif.DETAILS["export"])
+    keys = [b.key for b in at.get("download_button")]
+    assert keys[:4] == ["dl_requests", "dl_summary", "dl_timeseries", "dl_scenario"] and len(keys) == 4 + len(TRACES)
+    assert not svg_charts(at) and not [m for m in at.markdown if "**naive**:" in m.value]
+    opened(at, DETAIL_KEY, page_whatif.DETAILS["chart"])
+    assert len(svg_charts(at)) == 1 and not at.get("download_button")
 
 
 def test_every_chart_of_the_selector_draws_one_chart():
@@ -293,7 +312,7 @@ def test_scenario_json_upload_restores_it():
     sc = Scenario.from_preset("default", zipf_s=1.7, arrival_rate_rps=12.0, num_adapters=150, duration_s=60.0,
                               service_mode="fixed", strategy="slora")
     at = ok(app().run())
-    at.file_uploader(key="scenario_upload").set_value(("scenario.json", sc.to_json().encode(), "application/json"))
+    uploader(at, "scenario_upload").set_value(("scenario.json", sc.to_json().encode(), "application/json"))
     ok(at.run())
     assert [s.value for s in at.success] == ["Restored scenario.json."]  # nothing had to be adjusted
     assert at.slider(key="zipf_s").value == 1.7
@@ -311,7 +330,7 @@ def test_scenario_json_upload_restores_it():
 ])
 def test_bad_scenario_json_shows_a_clear_error(content, expect):
     at = ok(app(**FAST).run())
-    at.file_uploader(key="scenario_upload").set_value(("bad.json", content, "application/json"))
+    uploader(at, "scenario_upload").set_value(("bad.json", content, "application/json"))
     ok(at.run())
     assert any(expect in e.value for e in at.error)
     assert len(kpi_table(at)) == len(controls.DEFAULT_STRATEGIES)  # the current scenario is kept
@@ -328,7 +347,7 @@ def _trace(n: int = 400, bad_row: int | None = None) -> bytes:
 
 def test_trace_upload_replays_it(media):
     at = ok(app(**FAST).run())
-    at.file_uploader(key="trace_upload").set_value(("trace.csv", _trace(), "text/csv"))
+    uploader(at, "trace_upload").set_value(("trace.csv", _trace(), "text/csv"))
     ok(at.run())
     assert any("Replaying the uploaded trace" in i.value for i in at.info)
     req = pd.read_csv(io.BytesIO(download(at, "dl_requests", media)))
@@ -337,7 +356,7 @@ def test_trace_upload_replays_it(media):
 
 def test_bad_trace_names_the_first_bad_row():
     at = ok(app(**FAST).run())
-    at.file_uploader(key="trace_upload").set_value(("trace.csv", _trace(bad_row=2), "text/csv"))
+    uploader(at, "trace_upload").set_value(("trace.csv", _trace(bad_row=2), "text/csv"))
     ok(at.run())
     assert any("row 4" in e.value and "adapter_id" in e.value for e in at.error)
 
@@ -417,7 +436,7 @@ def test_scenario_json_round_trips_strategies_and_replications(media):
     assert d["strategies"] == ["naive", "batch", "slora"] and d["replications"] == 2 and d["strategy"] == "batch"
     fresh = ok(app().run())
     assert fresh.number_input(key="wi_reps").value == 3
-    fresh.file_uploader(key="scenario_upload").set_value(("scenario.json", data, "application/json"))
+    uploader(fresh, "scenario_upload").set_value(("scenario.json", data, "application/json"))
     ok(fresh.run())
     assert [s.value for s in fresh.success] == ["Restored scenario.json."]
     assert fresh.multiselect(key="strategy").value == ["naive", "batch", "slora"], "the compared set, not appended"
@@ -427,7 +446,7 @@ def test_scenario_json_round_trips_strategies_and_replications(media):
     assert len(kpi_table(fresh)) == 3
     # a plain (older, or the engine CLI's) scenario.json still loads: its strategy joins the current set
     old = Scenario.from_preset("default", zipf_s=0.7, duration_s=60.0, strategy="oracle").to_json().encode()
-    fresh.file_uploader(key="scenario_upload").set_value(("old.json", old, "application/json"))
+    uploader(fresh, "scenario_upload").set_value(("old.json", old, "application/json"))
     ok(fresh.run())
     assert [s.value for s in fresh.success] == ["Restored old.json."]
     assert fresh.multiselect(key="strategy").value == ["naive", "batch", "slora", "oracle"]
@@ -438,11 +457,11 @@ def test_scenario_json_with_bad_replications_is_refused():
     sc = Scenario.from_preset("default", duration_s=60.0)
     bad = json.dumps({**sc.to_dict(), "strategies": ["naive"], "replications": 2.5}).encode()
     at = ok(app(**FAST).run())
-    at.file_uploader(key="scenario_upload").set_value(("bad.json", bad, "application/json"))
+    uploader(at, "scenario_upload").set_value(("bad.json", bad, "application/json"))
     ok(at.run())
     assert any("replications" in e.value for e in at.error)
     clamp = json.dumps({**sc.to_dict(), "strategies": ["naive"], "replications": 50}).encode()
-    at.file_uploader(key="scenario_upload").set_value(("many.json", clamp, "application/json"))
+    uploader(at, "scenario_upload").set_value(("many.json", clamp, "application/json"))
     ok(at.run())
     assert at.number_input(key="wi_reps").value == 10
     assert any("replications" in s.value and "clamped to 10" in s.value for s in at.success)

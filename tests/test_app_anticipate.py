@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from conftest import kpi_tables
 from legacy import legacy_preset
 from streamlit.testing.v1 import AppTest
 from test_app_sessions import WAIT, sched  # noqa: F401  (sched: the gated scheduler fixture)
@@ -185,7 +186,7 @@ def test_the_next_arrival_rate_step_on_the_whatif_page_is_a_cache_hit(monkeypatc
     at.slider(key="arrival_rate_rps").set_value(rate + 0.5)
     calls.clear()
     at.run()
-    assert not at.exception and len(at.table) == 1
+    assert not at.exception and len(kpi_tables(at)) == 1
     assert [c for c in calls if c.endswith(f" {rate + 0.5:g}")] == [], "the step simulated instead of reading"
     _wait_idle()
     # it moved up: the next step up and the one back (cached) were anticipated

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import goto
+from conftest import goto, kpi_tables
 from streamlit.testing.v1 import AppTest
 
 from app import controls, page_crossover, page_fleet, page_plan, runner
@@ -61,8 +61,8 @@ def values(at: AppTest, kind: str) -> list[str]:
 
 # ------------------------------------------------------------------ each page's main result
 def _whatif(at: AppTest) -> None:
-    (table,) = at.table
-    assert len(table.value) == len(controls.DEFAULT_STRATEGIES), "one row of KPIs per compared strategy"
+    (table,) = kpi_tables(at)
+    assert len(table) == len(controls.DEFAULT_STRATEGIES), "one row of KPIs per compared strategy"
     assert "Time to first token" in values(at, "subheader") and any(v.startswith("<svg") for v in values(at, "markdown"))
     assert at.info, "the verdict"
 

@@ -7,7 +7,7 @@ import io
 
 import pandas as pd
 import pytest
-from conftest import goto
+from conftest import DETAIL_KEY, goto, opened
 from test_app import FAST, app, download, kpi_rows, ok
 
 from app import controls, page_whatif
@@ -25,6 +25,11 @@ def sidebar_runs(monkeypatch) -> dict:
 
     monkeypatch.setattr(controls, "render_sidebar", counted)
     return n
+
+
+def imports(at) -> list:
+    """The uploads' expander (``page_whatif._imports``), drawn with results only."""
+    return [e for e in at.expander if e.label.startswith("Import")]
 
 
 def _shown(at) -> tuple:
@@ -108,7 +113,7 @@ def test_a_live_step_whose_results_vanish_reruns_the_app(sidebar_runs, monkeypat
     from app import runner
 
     at = ok(app(**FAST).run())
-    assert at.get("file_uploader")
+    assert imports(at)
     rate = at.sidebar.slider(key="arrival_rate_rps")
     new = rate.value + rate.step
     real_cached, real_run = runner.cached_replications, runner.run_replications
@@ -123,17 +128,18 @@ def test_a_live_step_whose_results_vanish_reruns_the_app(sidebar_runs, monkeypat
     monkeypatch.setattr(runner, "run_replications", failing)
     ok(rate.set_value(new).run())
     assert sidebar_runs["runs"] == 2, "the live step escalated to a full run"
-    assert not at.get("file_uploader") and any("simulated failure" in e.value for e in at.error)
+    assert not imports(at) and any("simulated failure" in e.value for e in at.error)
 
 
 def test_a_live_step_redraws_the_downloads_with_its_results(sidebar_runs, media):
     """The download buttons are in the live fragment (a button's file lives as long as the run that drew it), so a
     live step gives new ones, which export its results, as a full run of the same URL does."""
-    at = ok(app(**FAST).run())
+    at = opened(ok(app(**FAST).run()), DETAIL_KEY, page_whatif.DETAILS["export"])  # (the Export tab, open)
+    runs = sidebar_runs["runs"]
     rate = at.sidebar.slider(key="arrival_rate_rps")
     new = rate.value + rate.step
     ok(rate.set_value(new).run())
-    assert sidebar_runs["runs"] == 1
+    assert sidebar_runs["runs"] == runs and at.get("download_button"), "a live step, which drew the buttons"
     csv = pd.read_csv(io.BytesIO(download(at, "dl_summary", media)))
     assert set(csv["arrival_rate_rps"]) == {new}
     full = ok(app(**FAST, arrival_rate_rps=f"{new:g}").run())

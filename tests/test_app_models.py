@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import DETAIL_KEY, kpi_tables, opened, uploader
 from streamlit.testing.v1 import AppTest
 
 from app import controls, exports
@@ -55,16 +56,16 @@ def test_upload_selects_the_model_and_scenario_json_carries_it():
     at.query_params["duration_s"] = "60"
     at.query_params["strategy"] = "naive"
     at.run()
-    at.file_uploader(key="config_upload").set_value(("config.json", _config(_name_or_path="acme/Upload-3B"),
+    uploader(at, "config_upload").set_value(("config.json", _config(_name_or_path="acme/Upload-3B"),
                                                      "application/json"))
     at.run()
     assert not at.exception and not at.error
     assert any("Added **upload-3b**" in s.value for s in at.success)
     assert at.selectbox(key="model").value == "upload-3b"
     sc = at.session_state[controls.STATE_KEY].scenario
-    assert sc.model == "upload-3b" and len(at.table) == 1  # it runs: the comparison table
+    assert sc.model == "upload-3b" and len(kpi_tables(at)) == 1  # it runs: the comparison table
     assert "upload-3b" in at.caption[0].value.lower()
-    proto = at.download_button(key="dl_scenario").proto
+    proto = opened(at, DETAIL_KEY, "Export").download_button(key="dl_scenario").proto
     text = json.loads(exports.scenario_json(sc, ["naive"], 3))
     assert text["model_definition"]["n_layers"] == 12 and proto is not None
 
@@ -74,7 +75,7 @@ def test_bad_upload_keeps_the_model():
     at.query_params["duration_s"] = "60"
     at.query_params["strategy"] = "naive"
     at.run()
-    at.file_uploader(key="config_upload").set_value(("config.json", b'{"model_type": "llama"}', "application/json"))
+    uploader(at, "config_upload").set_value(("config.json", b'{"model_type": "llama"}', "application/json"))
     at.run()
     assert not at.exception
     assert any("config.json:" in e.value and "hidden_size" in e.value for e in at.error)

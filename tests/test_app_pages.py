@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import goto
+from conftest import goto, kpi_tables
 from streamlit.testing.v1 import AppTest
 
 from app import controls
@@ -79,8 +79,8 @@ def footer(at: AppTest) -> bool:
 
 def kpi_rows(at: AppTest) -> list[tuple[str, ...]]:
     """The What-if page's comparison table, row by row (each strategy's means, CIs and deltas, as Markdown)."""
-    table, = at.table
-    return [tuple(r) for r in table.value.itertuples(index=False)]
+    (table,) = kpi_tables(at)
+    return [tuple(r) for r in table.itertuples(index=False)]
 
 
 def url_scenario(at: AppTest) -> dict:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
+from conftest import kpi_tables, uploader
 from legacy import legacy_preset
 from streamlit.testing.v1 import AppTest
 
@@ -295,11 +296,11 @@ def measure_contention(contexts: dict, seed0: int = 7100) -> dict:
     assert not warm.exception, [e.value for e in warm.exception]
     solo_at = _whatif("B", seed=str(seed0 + 1))
     solo = _timed_run(solo_at)                 # the default page: 5 strategies x 3 replications, not cached
-    assert not solo_at.exception and len(solo_at.table) == 1 and len(solo_at.table[0].value) > 0
+    assert not solo_at.exception and len(kpi_tables(solo_at)) == 1 and len(kpi_tables(solo_at)[0]) > 0
 
     a = _whatif("A")
     a.run()
-    a.file_uploader(key="scenario_upload").set_value(("heavy.json", _heavy_scenario_json(), "application/json"))
+    uploader(a, "scenario_upload").set_value(("heavy.json", _heavy_scenario_json(), "application/json"))
     a_done = threading.Event()
     a_error: list[BaseException] = []
 
@@ -325,7 +326,7 @@ def measure_contention(contexts: dict, seed0: int = 7100) -> dict:
 
         b = _whatif("B", seed=str(seed0 + 2))
         contended = _timed_run(b)
-        assert not b.exception and len(b.table[0].value) == len(solo_at.table[0].value)
+        assert not b.exception and len(kpi_tables(b)[0]) == len(kpi_tables(solo_at)[0])
         queued_after_b = runner.SCHEDULER.load("A")[0]
     finally:
         # A's browser leaves (or reruns): Streamlit asks its script run to stop; the jobs it queued are dropped
@@ -377,7 +378,7 @@ def test_a_model_uploaded_in_one_session_is_absent_from_another():
     fast = {"duration_s": "60", "strategy": "naive"}
     a = _whatif("A", **fast)
     a.run()
-    a.file_uploader(key="config_upload").set_value(("config.json", json.dumps(LLAMA_1B).encode(),
+    uploader(a, "config_upload").set_value(("config.json", json.dumps(LLAMA_1B).encode(),
                                                     "application/json"))
     a.run()
     assert not a.exception and not a.error
@@ -404,7 +405,7 @@ def test_a_model_uploaded_in_one_session_is_absent_from_another():
     # definition makes it B's model too (B uploaded it)
     sc = Scenario.from_preset("default", duration_s=60.0, model=name)
     named = {k: v for k, v in sc.to_dict().items() if k != "model_definition"}
-    b.file_uploader(key="scenario_upload").set_value(("named.json", json.dumps(named).encode(),
+    uploader(b, "scenario_upload").set_value(("named.json", json.dumps(named).encode(),
                                                       "application/json"))
     b.run()
     errors = [_plain(e.value) for e in b.error]
@@ -413,12 +414,12 @@ def test_a_model_uploaded_in_one_session_is_absent_from_another():
     assert name not in b.selectbox(key="model").options
     # an unknown model's message does not list the models other sessions uploaded (the engine's would)
     unknown = {**named, "model": "no-such-model"}
-    b.file_uploader(key="scenario_upload").set_value(("unknown.json", json.dumps(unknown).encode(),
+    uploader(b, "scenario_upload").set_value(("unknown.json", json.dumps(unknown).encode(),
                                                       "application/json"))
     b.run()
     errors = [_plain(e.value) for e in b.error]
     assert len(errors) == 1 and "no-such-model" in errors[0] and name not in errors[0], errors
-    b.file_uploader(key="scenario_upload").set_value(("defined.json", sc.to_json().encode(), "application/json"))
+    uploader(b, "scenario_upload").set_value(("defined.json", sc.to_json().encode(), "application/json"))
     b.run()
     assert not b.exception and not b.error, [e.value for e in b.error]
     assert b.selectbox(key="model").value == name and b.session_state[controls.UPLOADED_MODELS_KEY] == [name]
@@ -432,11 +433,11 @@ def test_a_session_uploads_at_most_its_own_cap(monkeypatch):
     monkeypatch.setattr(controls, "MAX_UPLOADED_MODELS", 1)
     a = _whatif("A", duration_s="60", strategy="naive")
     a.run()
-    up = a.file_uploader(key="config_upload")
+    up = uploader(a, "config_upload")
     up.set_value(("one.json", json.dumps({**LLAMA_1B, "_name_or_path": "acme/Cap-One"}).encode(), "application/json"))
     a.run()
     assert a.selectbox(key="model").value == "cap-one"
-    a.file_uploader(key="config_upload").set_value(
+    uploader(a, "config_upload").set_value(
         ("two.json", json.dumps({**LLAMA_1B, "_name_or_path": "acme/Cap-Two"}).encode(), "application/json"))
     a.run()
     assert any("two.json" in e.value and "at most 1" in e.value for e in a.error), [e.value for e in a.error]
@@ -444,7 +445,7 @@ def test_a_session_uploads_at_most_its_own_cap(monkeypatch):
     # another session has its own allowance
     b = _whatif("B", duration_s="60", strategy="naive")
     b.run()
-    b.file_uploader(key="config_upload").set_value(
+    uploader(b, "config_upload").set_value(
         ("two.json", json.dumps({**LLAMA_1B, "_name_or_path": "acme/Cap-Two"}).encode(), "application/json"))
     b.run()
     assert not b.error and b.selectbox(key="model").value == "cap-two"

@@ -118,8 +118,9 @@ def page(browser):
 
 
 # ------------------------------------------------------------------ helpers
-#: The What-if page's comparison table (one st.table: a row per strategy, a column per KPI).
-TABLE = '[data-testid="stMain"] [data-testid="stTable"]'
+#: The What-if page's comparison table (one HTML table, page_whatif.kpi_table_html: a row per strategy, a column
+#: per KPI).
+TABLE = '[data-testid="stMain"] table.wi-kpi'
 METRICS_JS = f"() => document.querySelector('{TABLE}')?.innerText || ''"
 
 
@@ -187,10 +188,10 @@ def test_slider_moves_charts_and_kpis_and_screenshot(page, server):
     assert chart.screenshot() != chart_before, "the TTFT chart did not change"
     assert_no_exception(page)
     # the steps were live (the page's fragment alone, controls._live_step): the share link in the sidebar, which
-    # the fragment draws, has the new value; the export section, which only full runs draw, is still there
+    # the fragment draws, has the new value; the uploads' expander, which only full runs draw, is still there
     page.get_by_test_id("stExpander").get_by_text("Share this scenario").click()
     assert "zipf_s=1.3" in page.locator('[data-testid="stSidebar"] [data-testid="stCode"]').inner_text()
-    assert page.get_by_role("button", name="Per-request CSV").count() == 1
+    assert page.get_by_test_id("stExpander").get_by_text("Import: a scenario.json").count() == 1
     assert page.locator('[data-testid="stSidebar"] input[type="range"]').count() > 10
 
 
@@ -367,6 +368,9 @@ def test_download_per_request_csv(page, server, tmp_path):
     from engine import Scenario, simulate
 
     open_app(page, server, "?duration_s=120&strategy=naive&strategy=batch&arrival_rate_rps=6.5")
+    page.get_by_role("tab", name="Export").click()  # (its buttons are built while it is open)
+    page.get_by_role("button", name="Per-request CSV").wait_for(timeout=STEP_MS)
+    wait_idle(page)
     rate = slider(page, "Arrival rate (req/s)")
     rate.focus()
     before = metrics(page)

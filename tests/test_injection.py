@@ -23,10 +23,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import DETAIL_KEY, opened, uploader
 from streamlit.testing.v1 import AppTest
 
 import engine.sim
-from app import controls, exports
+from app import controls, exports, page_whatif
 from app.text import WORD_JOINER, md_escape, md_message
 from engine import Scenario, csv_safe, model_from_hf_config, presets, write_csv
 from engine.cli import main
@@ -249,6 +250,7 @@ def test_app_exports_are_inert():
 
 
 def _download(at: AppTest, key: str, store: dict) -> bytes:
+    opened(at, DETAIL_KEY, page_whatif.DETAILS["export"])  # (the Export tab: its buttons are built when open)
     proto = at.download_button(key=key).proto
     data = store[proto.deferred_file_id]() if proto.deferred_file_id else store[proto.url]
     return data.encode() if isinstance(data, str) else bytes(data)
@@ -270,7 +272,7 @@ def test_app_downloads_of_an_uploaded_model_are_inert(media, registry):
     """The reported Summary CSV injection: the model name from a config.json.  A formula is refused at upload;
     a name that may start with '-' is quoted in every download."""
     at = _whatif()
-    at.file_uploader(key="config_upload").set_value(("config.json", _config('=HYPERLINK("http://evil.example")'),
+    uploader(at, "config_upload").set_value(("config.json", _config('=HYPERLINK("http://evil.example")'),
                                                      "application/json"))
     at.run()
     assert not at.exception
@@ -279,7 +281,7 @@ def test_app_downloads_of_an_uploaded_model_are_inert(media, registry):
     assert not any("HYPERLINK" in e for e in errors)  # the refused value is not echoed
     assert at.selectbox(key="model").value == "llama-3.1-8b" == presets.SCENARIOS["default"]["model"]  # kept
 
-    at.file_uploader(key="config_upload").set_value(("config.json", _config("acme/-Evil-3B"), "application/json"))
+    uploader(at, "config_upload").set_value(("config.json", _config("acme/-Evil-3B"), "application/json"))
     at.run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert at.selectbox(key="model").value == "-evil-3b"

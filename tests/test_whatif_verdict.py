@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import kpi_tables
 from streamlit.testing.v1 import AppTest
 
 from app.page_whatif import (
@@ -159,7 +160,7 @@ def test_app_banner_on_the_default_scenario_with_the_oracle():
     assert "**oracle** (an offline bound, not a contender)" in banner
     assert not banner.startswith("**oracle**") and ("wins on p99 TTFT" in banner or banner.startswith("Tie"))
     # the table carries the CI half-width of the 3 replications, after the mean
-    table = at.table[0].value
+    table = kpi_tables(at)[0]
     assert list(table[STRATEGY_COLUMN].str.split("  \n").str[0]) == ["**naive**", "**oracle**", "**batch**"]
     assert all(" ± " in cell for cell in table["TTFT p50"])
     sc = Scenario.from_preset("default", duration_s=60.0, strategy="naive")
