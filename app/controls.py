@@ -1428,12 +1428,20 @@ def share_url(state: AppState, page_path: str = "") -> str:
     return urlunsplit((base.scheme, base.netloc, base.path or "/", query, ""))
 
 
+#: Session-state key of the share expander's open state (``render_share``).
+SHARE_OPEN_KEY = "share_open"
+
+
 def render_share(state: AppState, page_path: str = "", where=None) -> None:
     """Expander with the link that reproduces the current scenario, at the top of the sidebar: ``where`` is the
-    container ``main.py`` reserved there (filled after the page ran, so the page's own settings are in it)."""
-    url = share_url(state, page_path)
+    container ``main.py`` reserved there (filled after the page ran, so the page's own settings are in it).  The
+    link is built only while the expander is open (opening it reruns the page, or the live fragment that drew it)."""
     with (where if where is not None else st.sidebar):
-        with st.expander("Share this scenario", icon=":material/share:"):
+        box = st.expander("Share this scenario", icon=":material/share:", key=SHARE_OPEN_KEY, on_change="rerun")
+        if not box.open:
+            return  # (a code block costs a browser a module load on a first page and a redraw on every step)
+        url = share_url(state, page_path)
+        with box:
             n = len(parse_qs(urlsplit(url).query))
             st.code(url, language=None, wrap_lines=True)
             # small grey text, not st.caption: the page's first caption stays its own (the scenario's conditions)

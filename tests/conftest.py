@@ -53,10 +53,11 @@ def registry():
     presets.MODELS.update(before)
 
 
-# The What-if page builds two sections only when they are open (a slider step and a first page draw less): the
+# The share link (every scenario page) and two What-if sections are built only when they are open (a slider step and a first page draw less): the
 # details' tabs (chart, why, export) and the uploads' expander.  A test that reads one opens it as a user would
 # (its open state is in session state), then reruns.
 DETAIL_KEY, IMPORT_KEY = "wi_detail", "wi_import_open"   # app.page_whatif.K_DETAIL / K_IMPORT
+SHARE_KEY = "share_open"   # app.controls.SHARE_OPEN_KEY: the share link's expander (every scenario page)
 
 
 def opened(at: AppTest, key: str, value=True) -> AppTest:
@@ -93,3 +94,10 @@ def table_from_html(body: str) -> pd.DataFrame:
 def kpi_tables(at: AppTest) -> list[pd.DataFrame]:
     """The What-if comparison tables shown (``st.html`` elements of class ``wi-kpi``), as Markdown DataFrames."""
     return [table_from_html(h.proto.body) for h in at.get("html") if 'class="wi-kpi"' in h.proto.body]
+
+
+def share_link(at: AppTest) -> str:
+    """The share link in the sidebar (a code block, for its copy button), its expander opened first."""
+    opened(at, SHARE_KEY)
+    (code,) = at.sidebar.get("code")
+    return code.value

@@ -11,7 +11,7 @@ from xml.etree import ElementTree
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import DETAIL_KEY, goto, kpi_tables, opened, uploader
+from conftest import DETAIL_KEY, goto, kpi_tables, opened, share_link, uploader
 from streamlit.testing.v1 import AppTest
 
 from app import controls, exports, page_whatif
@@ -255,7 +255,7 @@ def test_query_params_restore_the_scenario(media):
     m, lo, hi = mean_ci([simulate(sc.replace(seed=sc.seed + k)).summary["ttft_p50_ms"] for k in range(3)])
     assert row_of(at, "batch")["TTFT p50"] == f"{fmt_value(m, 'ms')} ± {fmt_value((hi - lo) / 2, 'ms')}"
     # the share link carries every control
-    link = at.sidebar.get("code")[0].value
+    link = share_link(at)
     for part in ["arrival_rate_rps=32", "zipf_s=1.1", "strategy=batch", "gpu=a100-80gb", "num_adapters=300"]:
         assert part in link
 

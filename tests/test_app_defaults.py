@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import goto, kpi_tables
+from conftest import goto, kpi_tables, share_link
 from streamlit.testing.v1 import AppTest
 
 from app import controls, page_crossover, page_fleet, page_plan, runner
@@ -183,7 +183,7 @@ def test_deep_link_with_the_default_scenario_spelled_out(page):
     assert not [w.value for w in at.warning if "URL parameter" in w.value], "a clean link"
     state = at.session_state[controls.STATE_KEY]
     assert controls.preset_unchanged(state) and state.strategies == controls.DEFAULT_STRATEGIES
-    link = at.sidebar.get("code")[0].value
+    link = share_link(at)
     assert "?" not in link, f"the default scenario's share link is the bare address: {link}"
     RESULT[page](at)
     clean(at, f"{page}: deep link, main result")

@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import goto, kpi_tables
+from conftest import SHARE_KEY, goto, kpi_tables, opened, share_link
 from streamlit.testing.v1 import AppTest
 
 from app import controls
@@ -123,7 +123,7 @@ def test_sidebar_controls_only_on_the_pages_that_use_them():
         assert footer(at), f"{page}: the sidebar keeps its footer"
         if PAGES[page][2]:
             assert scenario_widgets(at) == n, f"{page}: the same scenario controls as on What-if"
-            assert at.sidebar.get("code"), f"{page}: the share link"
+            assert [e.label for e in at.sidebar.expander][:1] == ["Share this scenario"], f"{page}: the share link"
             assert at.sidebar.slider(key="duration_s").value == 60.0, f"{page}: the URL's scenario"
         else:
             assert scenario_widgets(at) == 0, f"{page}: no scenario controls in the sidebar"
@@ -141,7 +141,7 @@ def test_share_link_on_scenario_pages_encodes_the_scenario(page):
     assert at.sidebar.slider(key="zipf_s").value == 1.2
     assert at.sidebar.selectbox(key="gpu").value == "a100-80gb"
     assert at.sidebar.slider(key="pcie_gbps").value == 25.0  # follows the GPU
-    link = at.sidebar.get("code")[0].value
+    link = share_link(at)
     assert f"/{'' if page == 'whatif' else page}?" in link
     for part in ["zipf_s=1.2", "gpu=a100-80gb", "duration_s=60"]:
         assert part in link
@@ -169,7 +169,7 @@ def _check_scenario(at: AppTest, kpis: list) -> None:
     # the URL carries the scenario again, and so does the share link
     q = url_scenario(at)
     assert q.get("zipf_s") == "1.6" and q.get("gpu") == "a100-80gb" and q.get("duration_s") == "60", q
-    link = at.sidebar.get("code")[0].value
+    link = share_link(at)
     for part in ["zipf_s=1.6", "gpu=a100-80gb", "strategy=naive&strategy=batch", "baseline=batch"]:
         assert part in link
 
@@ -262,7 +262,9 @@ def test_a_deep_link_with_a_corrected_value_stays_on_its_page(page):
 
 
 def _share(at: AppTest) -> str:
-    """The share link: the first thing in the sidebar, an expander with the link in a code block (copy button)."""
+    """The share link: the first thing in the sidebar, an expander with the link in a code block (copy button),
+    built when opened."""
+    opened(at, SHARE_KEY)
     top = at.sidebar.children[0]
     exp, = top.get("expander")
     assert exp.label == "Share this scenario"

@@ -321,6 +321,34 @@ def test_picking_a_chart_reruns_only_its_fragment(page, server):
     assert_no_exception(page)
 
 
+def test_the_why_tab_is_built_when_opened_by_a_fragment_rerun(page, server):
+    """The tabs under the table (page_whatif.DETAILS) build only the open one: opening "Why" reruns the live
+    fragment (not the app), shows each strategy's bottlenecks and drops the chart; the table stays as it was."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    reruns: list[str] = []
+
+    def on_sent(payload) -> None:
+        if isinstance(payload, (bytes, bytearray)):
+            msg = BackMsg.FromString(bytes(payload))
+            if msg.WhichOneof("type") == "rerun_script":
+                reruns.append(msg.rerun_script.fragment_id)
+
+    page.on("websocket", lambda ws: ws.on("framesent", on_sent))
+    open_app(page, server, "?duration_s=60&strategy=naive&strategy=slora")
+    main = page.locator('[data-testid="stMain"]')
+    assert page.locator(CHART).count() == 1 and "naive:" not in main.inner_text()
+    table = metrics(page)
+    reruns.clear()
+    page.get_by_role("tab", name="Why").click()
+    page.wait_for_function("() => document.querySelector('[data-testid=stMain]').innerText.includes('slora:')",
+                           timeout=STEP_MS)
+    wait_run(page)
+    assert reruns and all(reruns), f"a fragment rerun, not a full one: {reruns}"
+    assert page.locator(CHART).count() == 0 and metrics(page) == table
+    assert_no_exception(page)
+
+
 def test_arrow_keys_send_the_values_the_server_anticipates(page, server):
     """A slider's arrow key in Chromium sends the value ``controls.step_values`` computes (the grid min + k x step,
     rounded to the step's decimals: 1.15, not 1.1 + 0.05 = 1.1500000000000001), so the scenario the server simulated
