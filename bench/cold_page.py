@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from browser_rerun import ARGS, CHROMIUM, LABEL  # noqa: E402
 from browser_rerun import _serve as serve  # noqa: E402
 
-RESULTS = "[data-testid=stAlertContainer], [data-testid=stTable], [data-testid=stDataFrame]"
+RESULTS = "[data-testid=stAlertContainer], table.wi-kpi, [data-testid=stTable], [data-testid=stDataFrame]"
 USABLE_S, WARM_S = 10.0, 1.5
 
 

@@ -58,7 +58,7 @@ def record_step(url: str) -> bytes:
             pg.goto(url)
             slider = pg.locator(f'input[type="range"][aria-label="{LABEL}"]').first
             slider.wait_for()
-            pg.locator("[data-testid=stTable]").first.wait_for()
+            pg.locator("[data-testid=stMain] table.wi-kpi").first.wait_for()  # (the What-if table)
             n = len(sent)
             slider.focus()
             pg.keyboard.press("ArrowRight")
