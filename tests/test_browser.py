@@ -156,6 +156,22 @@ def metrics(pg) -> str:
     return pg.evaluate(METRICS_JS)
 
 
+def rerun_requests(pg) -> list[str]:
+    """The fragment id of every rerun request the page sends from now on ("" for a full run)."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    reruns: list[str] = []
+
+    def on_sent(payload) -> None:
+        if isinstance(payload, (bytes, bytearray)):
+            msg = BackMsg.FromString(bytes(payload))
+            if msg.WhichOneof("type") == "rerun_script":
+                reruns.append(msg.rerun_script.fragment_id)
+
+    pg.on("websocket", lambda ws: ws.on("framesent", on_sent))
+    return reruns
+
+
 def assert_no_exception(pg) -> None:
     assert pg.locator('[data-testid="stException"]').count() == 0
 
@@ -291,17 +307,7 @@ def test_picking_a_chart_reruns_only_its_fragment(page, server):
     """The chart selector is page-local: a click asks the server for a rerun of the charts' fragment alone (the
     rerun request names the fragment), so the simulations, the table and the sidebar are not run again; the
     chart shown changes, the table does not."""
-    from streamlit.proto.BackMsg_pb2 import BackMsg
-
-    reruns: list[str] = []
-
-    def on_sent(payload) -> None:
-        if isinstance(payload, (bytes, bytearray)):
-            msg = BackMsg.FromString(bytes(payload))
-            if msg.WhichOneof("type") == "rerun_script":
-                reruns.append(msg.rerun_script.fragment_id)
-
-    page.on("websocket", lambda ws: ws.on("framesent", on_sent))
+    reruns = rerun_requests(page)
     open_app(page, server, "?duration_s=60&strategy=naive&strategy=slora")
     chart = page.locator(CHART)
     assert chart.count() == 1
@@ -324,17 +330,7 @@ def test_picking_a_chart_reruns_only_its_fragment(page, server):
 def test_the_why_tab_is_built_when_opened_by_a_fragment_rerun(page, server):
     """The tabs under the table (page_whatif.DETAILS) build only the open one: opening "Why" reruns the live
     fragment (not the app), shows each strategy's bottlenecks and drops the chart; the table stays as it was."""
-    from streamlit.proto.BackMsg_pb2 import BackMsg
-
-    reruns: list[str] = []
-
-    def on_sent(payload) -> None:
-        if isinstance(payload, (bytes, bytearray)):
-            msg = BackMsg.FromString(bytes(payload))
-            if msg.WhichOneof("type") == "rerun_script":
-                reruns.append(msg.rerun_script.fragment_id)
-
-    page.on("websocket", lambda ws: ws.on("framesent", on_sent))
+    reruns = rerun_requests(page)
     open_app(page, server, "?duration_s=60&strategy=naive&strategy=slora")
     main = page.locator('[data-testid="stMain"]')
     assert page.locator(CHART).count() == 1 and "naive:" not in main.inner_text()
