@@ -288,7 +288,7 @@ def shown_kpis(reps: Mapping[str, Sequence[Mapping]]) -> list[tuple[str, str, st
 
 def kpi_table(reps: Mapping[str, Sequence[Mapping]], baseline: str) -> pd.DataFrame:
     """The comparison table: one row per strategy (``reps`` order), one column per KPI (``KPIS``), cells in
-    Markdown (``st.table``): the mean over the replications (``fmt_value``, the unit from ``verdicts.UNITS``),
+    Markdown (drawn by ``kpi_table_html``): the mean over the replications (``fmt_value``, the unit from ``verdicts.UNITS``),
     ``± `` the half-width of its 95 % CI (two replications or more), ``BEST`` on the best (``best_marked``),
     and under it the difference to ``baseline``'s mean (``fmt_delta``; green: better, red: worse, grey: rounds
     to zero).  The strategy cell says which row is the baseline, the strategy's role if it is not a policy, and
@@ -505,8 +505,8 @@ K_VIEW = "_wi_view"
 
 
 def render() -> None:
-    """The live fragment (header, page controls, verdict, table, why, chart, downloads, share link), then the
-    uploads, which only full runs draw (``_imports``)."""
+    """The page's title and settings (``_settings``), the live fragment (the scenario's conditions, verdict, table,
+    the open tab of chart / why / export, share link), then the uploads, which only full runs draw (``_imports``)."""
     view = st.session_state.setdefault(K_VIEW, {})
     _settings()
     view["full_run"] = True
@@ -539,9 +539,8 @@ def _settings() -> None:
         help="Seeds per strategy (replication k uses seed + k for every strategy: common random numbers). The "
              "table shows the mean and the half-width of its 95 % CI; a strategy wins only when its paired lead "
              "excludes zero. With a replayed trace the request stream is the trace's: one run.")
-    c_obj.selectbox("Verdict on", list(OBJECTIVES), format_func=lambda k: OBJECTIVES[k][0],
-                                key=K_OBJECTIVE, bind="query-params",
-                                help="The metric the banner ranks the strategies on.")
+    c_obj.selectbox("Verdict on", list(OBJECTIVES), format_func=lambda k: OBJECTIVES[k][0], key=K_OBJECTIVE,
+                    bind="query-params", help="The metric the banner ranks the strategies on.")
 
 
 def _shape(snap: tuple | None) -> tuple[bool, bool]:
@@ -674,8 +673,6 @@ def _why(results: Mapping[str, Mapping], sc) -> None:
                "engine/bottlenecks.py.")
 
 
-
-
 def _downloads(snap: tuple) -> None:
     """The exports of what the page shows, each built on click; in the live fragment, since a download button's
     file lives as long as the run that drew it (a live step starts as a full run, which drops the files of every
@@ -713,8 +710,7 @@ def _downloads(snap: tuple) -> None:
 
 def _imports(replaying: bool) -> None:
     """The uploads that restore a scenario, replay a trace or add a model (full runs only: each changes the
-    sidebar), in an expander that builds them only when open (three file uploaders are a tenth of a first page's
-    drawing); ``replaying``: a trace is replayed (its stop button, outside it)."""
+    sidebar), in an expander that builds them only when open (a first page draws no file uploader); ``replaying``: a trace is replayed (its stop button, outside it)."""
     if replaying and st.button("Stop replaying the trace", key="stop_trace", icon=":material/stop_circle:"):
         st.session_state.pop("_trace", None)
         st.rerun()
