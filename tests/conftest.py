@@ -53,11 +53,11 @@ def registry():
     presets.MODELS.update(before)
 
 
-# The share link (every scenario page) and two What-if sections are built only when they are open (a slider step and a first page draw less): the
-# details' tabs (chart, why, export) and the uploads' expander.  A test that reads one opens it as a user would
-# (its open state is in session state), then reruns.
-DETAIL_KEY, IMPORT_KEY = "wi_detail", "wi_import_open"   # app.page_whatif.K_DETAIL / K_IMPORT
-SHARE_KEY = "share_open"   # app.controls.SHARE_OPEN_KEY: the share link's expander (every scenario page)
+# The share link (every scenario page) and two What-if sections are built only when they are open (a slider step
+# and a first page draw less): the details' tabs (chart, why, export) and the uploads' expander.  A test that reads
+# one opens it as a user would (its open state, under ``page_whatif.K_DETAIL``, ``K_IMPORT`` and
+# ``controls.SHARE_OPEN_KEY``, is in session state), then reruns.  (The app is imported where it is needed, not here:
+# a run of engine tests alone does not load the dashboard.)
 
 
 def opened(at: AppTest, key: str, value=True) -> AppTest:
@@ -76,7 +76,8 @@ def opened(at: AppTest, key: str, value=True) -> AppTest:
 def uploader(at: AppTest, key: str):
     """The What-if page's file uploader ``key``, the uploads' expander opened first."""
     if not any(getattr(u, "key", None) == key for u in at.get("file_uploader")):
-        opened(at, IMPORT_KEY)
+        from app import page_whatif
+        opened(at, page_whatif.K_IMPORT)
     return at.file_uploader(key=key)
 
 
@@ -96,8 +97,25 @@ def kpi_tables(at: AppTest) -> list[pd.DataFrame]:
     return [table_from_html(h.proto.body) for h in at.get("html") if 'class="wi-kpi"' in h.proto.body]
 
 
+def kpi_rows(at: AppTest) -> list[tuple[str, ...]]:
+    """The What-if page's one comparison table, row by row (each strategy's means, CIs and deltas, as Markdown)."""
+    (table,) = kpi_tables(at)
+    return [tuple(r) for r in table.itertuples(index=False)]
+
+
+def download(at: AppTest, key: str, store: dict) -> bytes:
+    """What the What-if page's download button ``key`` serves (``store``: the ``media`` fixture), its Export tab
+    opened first."""
+    from app import page_whatif
+    opened(at, page_whatif.K_DETAIL, page_whatif.DETAILS["export"])
+    proto = at.download_button(key=key).proto
+    data = store[proto.deferred_file_id]() if proto.deferred_file_id else store[proto.url]
+    return data.encode() if isinstance(data, str) else bytes(data)
+
+
 def share_link(at: AppTest) -> str:
     """The share link in the sidebar (a code block, for its copy button), its expander opened first."""
-    opened(at, SHARE_KEY)
+    from app import controls
+    opened(at, controls.SHARE_OPEN_KEY)
     (code,) = at.sidebar.get("code")
     return code.value

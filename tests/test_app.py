@@ -11,7 +11,7 @@ from xml.etree import ElementTree
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import DETAIL_KEY, goto, kpi_tables, opened, share_link, uploader
+from conftest import download, goto, kpi_rows, kpi_tables, opened, share_link, uploader
 from streamlit.testing.v1 import AppTest
 
 from app import controls, exports, page_whatif
@@ -46,10 +46,6 @@ def kpi_table(at: AppTest) -> pd.DataFrame:
     return table
 
 
-def kpi_rows(at: AppTest) -> list[tuple[str, ...]]:
-    return [tuple(r) for r in kpi_table(at).itertuples(index=False)]
-
-
 def row_of(at: AppTest, strategy: str) -> pd.Series:
     t = kpi_table(at)
     return t[t[STRATEGY_COLUMN].str.startswith(f"**{strategy}**")].iloc[0]
@@ -67,14 +63,6 @@ def svg_charts(at: AppTest) -> list[str]:
 def scenario_of(at: AppTest, store: dict) -> Scenario:
     # the app's scenario.json: a scenario plus the compared strategies and replications (app.exports reads it)
     return exports.read_scenario_json(download(at, "dl_scenario", store).decode())[0]
-
-
-def download(at: AppTest, key: str, store: dict) -> bytes:
-    """What the What-if page's download button ``key`` serves, its Export tab opened first."""
-    opened(at, DETAIL_KEY, page_whatif.DETAILS["export"])
-    proto = at.download_button(key=key).proto
-    data = store[proto.deferred_file_id]() if proto.deferred_file_id else store[proto.url]
-    return data.encode() if isinstance(data, str) else bytes(data)
 
 
 # ------------------------------------------------------------------- pages
@@ -118,15 +106,15 @@ def test_the_why_and_export_tabs_are_built_when_opened():
     """Why: each strategy's bottlenecks; Export: the download buttons; each built only while its tab is open (the
     chart then is not), so a slider step draws one of them."""
     at = ok(app(**FAST).run())
-    opened(at, DETAIL_KEY, page_whatif.DETAILS["why"])
+    opened(at, page_whatif.K_DETAIL, page_whatif.DETAILS["why"])
     why = [m.value for m in at.markdown if "**naive**:" in m.value]
     assert why and any(k in why[0] for k in ("busy", "queue", "bottleneck", "loads", "KV", "slots"))
     assert not svg_charts(at) and not at.get("download_button")
-    opened(at, DETAIL_KEY, page_whatif.DETAILS["export"])
+    opened(at, page_whatif.K_DETAIL, page_whatif.DETAILS["export"])
     keys = [b.key for b in at.get("download_button")]
     assert keys[:4] == ["dl_requests", "dl_summary", "dl_timeseries", "dl_scenario"] and len(keys) == 4 + len(TRACES)
     assert not svg_charts(at) and not [m for m in at.markdown if "**naive**:" in m.value]
-    opened(at, DETAIL_KEY, page_whatif.DETAILS["chart"])
+    opened(at, page_whatif.K_DETAIL, page_whatif.DETAILS["chart"])
     assert len(svg_charts(at)) == 1 and not at.get("download_button")
 
 

@@ -7,8 +7,8 @@ import io
 
 import pandas as pd
 import pytest
-from conftest import DETAIL_KEY, SHARE_KEY, goto, opened
-from test_app import FAST, app, download, kpi_rows, ok
+from conftest import download, goto, kpi_rows, opened
+from test_app import FAST, app, ok
 
 from app import controls, page_whatif
 
@@ -30,7 +30,7 @@ def sidebar_runs(monkeypatch) -> dict:
 def live_app(**query):
     """The What-if page with the share link's expander open (a live step redraws the link in it)."""
     at = app(**query)
-    at.session_state[SHARE_KEY] = True
+    at.session_state[controls.SHARE_OPEN_KEY] = True
     return at
 
 
@@ -141,7 +141,7 @@ def test_a_live_step_whose_results_vanish_reruns_the_app(sidebar_runs, monkeypat
 def test_a_live_step_redraws_the_downloads_with_its_results(sidebar_runs, media):
     """The download buttons are in the live fragment (a button's file lives as long as the run that drew it), so a
     live step gives new ones, which export its results, as a full run of the same URL does."""
-    at = opened(ok(live_app(**FAST).run()), DETAIL_KEY, page_whatif.DETAILS["export"])  # (the Export tab, open)
+    at = opened(ok(live_app(**FAST).run()), page_whatif.K_DETAIL, page_whatif.DETAILS["export"])  # (the Export tab, open)
     runs = sidebar_runs["runs"]
     rate = at.sidebar.slider(key="arrival_rate_rps")
     new = rate.value + rate.step

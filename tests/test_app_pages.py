@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import SHARE_KEY, goto, kpi_tables, opened, share_link
+from conftest import goto, kpi_rows, opened, share_link
 from streamlit.testing.v1 import AppTest
 
 from app import controls
@@ -75,12 +75,6 @@ def on(at: AppTest, url_path: str) -> None:
 
 def footer(at: AppTest) -> bool:
     return any(c.value.startswith("LoRA What-If · engine") for c in at.sidebar.get("caption"))
-
-
-def kpi_rows(at: AppTest) -> list[tuple[str, ...]]:
-    """The What-if page's comparison table, row by row (each strategy's means, CIs and deltas, as Markdown)."""
-    (table,) = kpi_tables(at)
-    return [tuple(r) for r in table.itertuples(index=False)]
 
 
 def url_scenario(at: AppTest) -> dict:
@@ -264,7 +258,7 @@ def test_a_deep_link_with_a_corrected_value_stays_on_its_page(page):
 def _share(at: AppTest) -> str:
     """The share link: the first thing in the sidebar, an expander with the link in a code block (copy button),
     built when opened."""
-    opened(at, SHARE_KEY)
+    opened(at, controls.SHARE_OPEN_KEY)
     top = at.sidebar.children[0]
     exp, = top.get("expander")
     assert exp.label == "Share this scenario"

@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import DETAIL_KEY, opened, uploader
+from conftest import download, uploader
 from streamlit.testing.v1 import AppTest
 
 import engine.sim
-from app import controls, exports, page_whatif
+from app import controls, exports
 from app.text import WORD_JOINER, md_escape, md_message
 from engine import Scenario, csv_safe, model_from_hf_config, presets, write_csv
 from engine.cli import main
@@ -249,13 +249,6 @@ def test_app_exports_are_inert():
     assert not unsafe_cells(exports.csv_bytes(pd.DataFrame({"@x": HOSTILE})))
 
 
-def _download(at: AppTest, key: str, store: dict) -> bytes:
-    opened(at, DETAIL_KEY, page_whatif.DETAILS["export"])  # (the Export tab: its buttons are built when open)
-    proto = at.download_button(key=key).proto
-    data = store[proto.deferred_file_id]() if proto.deferred_file_id else store[proto.url]
-    return data.encode() if isinstance(data, str) else bytes(data)
-
-
 def _config(path: str) -> bytes:
     return json.dumps({**presets.HF_PRESET_CONFIGS["mistral-7b-v0.3"][2], "num_hidden_layers": 12,
                        "_name_or_path": path}).encode()
@@ -286,9 +279,9 @@ def test_app_downloads_of_an_uploaded_model_are_inert(media, registry):
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert at.selectbox(key="model").value == "-evil-3b"
     for key in ("dl_summary", "dl_requests", "dl_timeseries"):
-        data = _download(at, key, media)
+        data = download(at, key, media)
         assert not unsafe_cells(data), key
-    summ = pd.read_csv(io.BytesIO(_download(at, "dl_summary", media)))
+    summ = pd.read_csv(io.BytesIO(download(at, "dl_summary", media)))
     assert summ["model"].tolist() == ["'-evil-3b"] and summ["ttft_p50_ms"].dtype == float
 
 
