@@ -335,7 +335,10 @@ TABLE_CSS = ("<style>table.wi-kpi{border-collapse:collapse;width:100%;font-size:
              "table.wi-kpi th,table.wi-kpi td{padding:.45rem .6rem;vertical-align:top;"
              "border-bottom:1px solid rgba(128,128,128,.25)}"
              "table.wi-kpi .green{color:#1e9e4a}table.wi-kpi .red{color:#e0393e}"
-             "table.wi-kpi .orange{color:#d97706}table.wi-kpi .gray{opacity:.6}</style>")
+             "table.wi-kpi .orange{color:#d97706}.wi-kpi .gray,.wi-cap .gray{opacity:.6}"
+             ".wi-cap{margin:0 0 .25rem;cursor:help}.wi-q{display:inline-block;width:1.1em;height:1.1em;"
+             "line-height:1.1em;border:1px solid;border-radius:50%;text-align:center;font-size:.7rem;opacity:.6}"
+             "</style>")
 _MD_COLOR = re.compile(r":(green|red|orange|gray)\[(.+?)\]")
 _MD_BOLD = re.compile(r"\*\*(.+?)\*\*")
 
@@ -349,13 +352,20 @@ def cell_html(md: str) -> str:
     return out.replace("  \n", "<br>")
 
 
-def kpi_table_html(table: pd.DataFrame) -> str:
-    """The comparison table as one HTML element (``st.html``): a browser draws it faster than the same cells as
-    Markdown in ``st.table`` (a Markdown renderer per cell), on every slider step."""
+def kpi_table_html(table: pd.DataFrame, baseline: str | None = None, help_md: str = "") -> str:
+    """The comparison table as one HTML element (``st.html``), under its heading (the baseline named, ``help_md``
+    as the heading's tooltip): a browser draws one element faster than a heading and the same cells as Markdown in
+    ``st.table`` (a Markdown renderer per cell), on every slider step."""
     head = "".join(f"<th>{html.escape(str(c), quote=False)}</th>" for c in table.columns)
     rows = "".join("<tr>" + "".join(f"<td>{cell_html(str(c))}</td>" for c in r) + "</tr>"
                    for r in table.itertuples(index=False))
-    return f'{TABLE_CSS}<table class="wi-kpi"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    cap = ""
+    if baseline is not None:
+        tip = html.escape(_MD_BOLD.sub(r"\1", help_md).replace("\n- ", "\n• "), quote=True)
+        cap = (f'<p class="wi-cap" title="{tip}"><b>Strategies compared</b> <span class="gray">· under each value, '
+               f'the difference to the baseline, <b>{html.escape(baseline, quote=False)}</b></span>'
+               + (' <span class="wi-q">?</span>' if help_md else "") + "</p>")
+    return f'{TABLE_CSS}{cap}<table class="wi-kpi"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 
 def kpi_help(n_reps: int, baseline: str, strategies: Sequence[str] = ()) -> str:
@@ -437,26 +447,40 @@ def _band_check(sc, names: tuple[str, ...], objective: str) -> None:
 def _charts(results: Mapping[str, Mapping], sc, n_reps: int) -> None:
     """The chart the user picked, alone (a fragment: picking another chart, or the CDF's log scale, reruns
     this function with the results of the last full run: nothing is simulated again)."""
-    choice = st.session_state.get(K_CHART) or DEFAULT_CHART
-    ttft = choice in ("cdf", "breakdown")
-    st.subheader("Time to first token" if ttft else "Inside the server over time")
     choice = st.segmented_control("Chart", list(CHARTS), format_func=CHARTS.__getitem__, default=DEFAULT_CHART,
                                   required=True, key=K_CHART, label_visibility="collapsed") or DEFAULT_CHART
-    st.caption(controls.conditions(sc) + f" · measured on arrivals in [{sc.warmup_s:g} s, {sc.duration_s:g} s)"
-               + (f" · charts show replication 1 of {n_reps} (seed {sc.seed}); the table and the verdict use "
-                  "all" if n_reps > 1 else ""))
-    # SVG built here, not Vega-Lite (app/svgchart), in Markdown (st.html's sanitiser drops SVG)
-    svg = lambda s: st.markdown(s, unsafe_allow_html=True)  # noqa: E731
+    title = "Time to first token" if choice in ("cdf", "breakdown") else "Inside the server over time"
+    cap = (controls.conditions(sc) + f" · measured on arrivals in [{sc.warmup_s:g} s, {sc.duration_s:g} s)"
+           + (f" · charts show replication 1 of {n_reps} (seed {sc.seed}); the table and the verdict use all"
+              if n_reps > 1 else ""))
+    # One element: the heading, the conditions and the SVG built here (app/svgchart), since a browser redraws every
+    # element a slider step sends; drawn by a small component that sets it as the element's HTML (a Markdown
+    # element would parse the SVG's ~170 nodes into React elements on every step; st.html's sanitiser drops SVG).
+    svg = lambda s, after="": _SVG_VIEW(  # noqa: E731
+        data=f'<h4 class="wi-h">{title}</h4><p class="wi-cond">{html.escape(cap, quote=False)}</p>{s}'
+        + (f'<p class="wi-cond">{after}</p>' if after else ""), key="wi_chart_view")
     if choice == "cdf":
         log_x = st.toggle("Log-scale TTFT axis", value=True, key=K_LOG)
         svg(svgchart.ttft_cdf_svg(pd.concat([r["cdf"] for r in results.values()], ignore_index=True),
                                       log_x=log_x))
     elif choice == "breakdown":
-        svg(svgchart.ttft_breakdown_svg(charts.breakdown_frame({s: r["summary"] for s, r in results.items()})))
-        st.caption("Mean TTFT = queueing (waiting for a batch slot) + adapter load wait (PCIe/disk transfer) "
-                   "+ prefill (prompt compute).")
+        svg(svgchart.ttft_breakdown_svg(charts.breakdown_frame({s: r["summary"] for s, r in results.items()})),
+            "Mean TTFT = queueing (waiting for a batch slot) + adapter load wait (PCIe/disk transfer) "
+            "+ prefill (prompt compute).")
     else:
         svg(svgchart.timeseries_svg(pd.concat([r["ts"] for r in results.values()], ignore_index=True), choice))
+
+
+#: Draws trusted HTML built by this page (headings, captions and app/svgchart's SVG, every text in it escaped)
+#: as one element's innerHTML: no Markdown parse and no React element per SVG node on each step.
+VIEW_COMPONENT = "lora_whatif.svg_view"
+_SVG_VIEW = st.components.v2.component(
+    VIEW_COMPONENT, html='<div class="wi-svg"></div>', isolate_styles=False,
+    css=".wi-svg .wi-cond{font-size:.875rem;opacity:.6;margin:0 0 .5rem}"
+        ".wi-svg .wi-h{font-size:1.25rem;font-weight:600;margin:.25rem 0 .5rem;padding:0}",
+    js="export default function({data, parentElement}) {"
+       " const el = parentElement.querySelector('.wi-svg'); if (el.__html !== data) { el.innerHTML = data;"
+       " el.__html = data; } }")
 
 
 K_LAST = "_wi_last_values"   # the slider values of this session's previous rerun (which one moved)
@@ -508,7 +532,7 @@ def render() -> None:
     """The page's title and settings (``_settings``), the live fragment (the scenario's conditions, verdict, table,
     the open tab of chart / why / export, share link), then the uploads, which only full runs draw (``_imports``)."""
     view = st.session_state.setdefault(K_VIEW, {})
-    _settings()
+    _settings(controls.current())
     view["full_run"] = True
     _live(view)
     view["full_run"] = False
@@ -518,13 +542,13 @@ def render() -> None:
     controls.live_ready(LIVE_KEY)
 
 
-def _settings() -> None:
+def _settings(state: controls.AppState | None) -> None:
     """The page's title and comparison settings, above the live fragment: a slider step does not redraw them
     (changing one reruns the app)."""
     st.title("What-if", anchor=False, help="Every selected strategy serves the same simulated request stream "
              "(same seed) on the scenario set in the sidebar; the table compares them with the baseline you pin "
              "on the right.")
-    c_reps, c_auto, c_obj, _ = st.columns([1, 1, 1, 2], vertical_alignment="bottom")
+    c_reps, c_auto, c_obj, c_base, _ = st.columns([1, 1, 1, 1, 1], vertical_alignment="bottom")
     # Off by default: at the default 3 replications the rule (its error budget split over the looks and the
     # comparisons) rarely decides, and the home page would show "no verdict" for a lead as clear as slora's.
     auto = c_auto.toggle("Until decided", value=False, key=K_AUTO, bind="query-params",
@@ -541,6 +565,13 @@ def _settings() -> None:
              "excludes zero. With a replayed trace the request stream is the trace's: one run.")
     c_obj.selectbox("Verdict on", list(OBJECTIVES), format_func=lambda k: OBJECTIVES[k][0], key=K_OBJECTIVE,
                     bind="query-params", help="The metric the banner ranks the strategies on.")
+    names = list(state.strategies) if state is not None and state.strategies else []
+    if names:
+        if st.session_state.get(controls.BASELINE_KEY) not in names:
+            st.session_state[controls.BASELINE_KEY] = "naive" if "naive" in names else names[0]
+        c_base.selectbox("Baseline for the deltas", names, key=controls.BASELINE_KEY, bind="query-params",
+                         help="Strategy the others are compared with in the table (deltas = strategy - baseline, "
+                              "mean over paired replications).")
 
 
 def _shape(snap: tuple | None) -> tuple[bool, bool]:
@@ -614,33 +645,24 @@ def _compare(state: controls.AppState) -> tuple | None:
 
     names = list(results)
     summaries = {s: r["summary"] for s, r in results.items()}
-    if st.session_state.get(controls.BASELINE_KEY) not in names:
-        st.session_state[controls.BASELINE_KEY] = "naive" if "naive" in names else names[0]
+    baseline = st.session_state.get(controls.BASELINE_KEY)
+    if baseline not in names:  # (a strategy that failed: its selectbox above offers it, the table cannot)
+        baseline = "naive" if "naive" in names else names[0]
 
-    head_l, head_r = st.columns([4, 1], vertical_alignment="bottom")
-    with head_r:
-        baseline = st.selectbox("Baseline for the deltas", names, key=controls.BASELINE_KEY, bind="query-params",
-                                help="Strategy the others are compared with in the table (deltas = strategy - "
-                                     "baseline, mean over paired replications).")
     text, kind = verdict(reps, objective)
-    with head_l:
-        icon = {"win": ":material/emoji_events:", "tie": ":material/balance:"}.get(kind, ":material/info:")
-        text, kind = sequential_banner(text, kind, decision)
-        st.info(text, icon=icon if decision is None else
-                {"win": ":material/emoji_events:", "tie": ":material/balance:"}.get(kind, ":material/info:"))
-        if decision is not None:
-            st.caption(f"{n_reps} replication{'s' if n_reps > 1 else ''} (until decided, at most {cap}): "
-                       f"{decision.reason}.")
-        if kind in ("win", "tie", "lead") and trace is None:
-            _band_check(sc, tuple(names), objective)
-        hint = presets.HINTS.get(state.preset)
-        if hint and controls.preset_unchanged(state):
-            st.caption(f":material/lightbulb: **Try next:** {hint}")
+    icon = {"win": ":material/emoji_events:", "tie": ":material/balance:"}.get(kind, ":material/info:")
+    text, kind = sequential_banner(text, kind, decision)
+    st.info(text, icon=icon if decision is None else
+            {"win": ":material/emoji_events:", "tie": ":material/balance:"}.get(kind, ":material/info:"))
+    if decision is not None:
+        st.caption(f"{n_reps} replication{'s' if n_reps > 1 else ''} (until decided, at most {cap}): "
+                   f"{decision.reason}.")
+    hint = presets.HINTS.get(state.preset)
+    if hint and controls.preset_unchanged(state):
+        st.caption(f":material/lightbulb: **Try next:** {hint}")
 
     # ------------------------------------------------------------ comparison table
-    st.markdown(f"**Strategies compared** :gray[· under each value, the difference to the baseline, "
-                f"**{baseline}**]", help=kpi_help(n_reps, baseline, names))
-    st.html(kpi_table_html(kpi_table(reps, baseline)))
+    st.html(kpi_table_html(kpi_table(reps, baseline), baseline, kpi_help(n_reps, baseline, names)))
 
     # ----------------------------------------------- details: one at a time, built only when open
     if trace is None:
@@ -654,6 +676,8 @@ def _compare(state: controls.AppState) -> tuple | None:
     if why_tab.open:
         with why_tab:
             _why(results, sc)
+            if kind in ("win", "tie", "lead") and trace is None:
+                _band_check(sc, tuple(names), objective)
     if export_tab.open:
         with export_tab:
             _downloads(snap)

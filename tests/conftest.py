@@ -1,5 +1,6 @@
 """Fixtures and helpers shared by the dashboard tests (``from conftest import goto``)."""
 import html
+import json
 import re
 
 import pandas as pd
@@ -95,6 +96,19 @@ def table_from_html(body: str) -> pd.DataFrame:
 def kpi_tables(at: AppTest) -> list[pd.DataFrame]:
     """The What-if comparison tables shown (``st.html`` elements of class ``wi-kpi``), as Markdown DataFrames."""
     return [table_from_html(h.proto.body) for h in at.get("html") if 'class="wi-kpi"' in h.proto.body]
+
+
+def chart_views(at: AppTest) -> list[str]:
+    """The What-if page's chart views (``page_whatif._SVG_VIEW``, a component): the HTML each draws (heading,
+    conditions, the SVG)."""
+    from app import page_whatif
+    return [json.loads(e.proto.json) for e in at.get("bidi_component")
+            if e.proto.component_name == page_whatif.VIEW_COMPONENT]
+
+
+def svg_charts(at: AppTest) -> list[str]:
+    """The SVG of each chart view (app/svgchart's string)."""
+    return [v[v.index("<svg"):v.index("</svg>") + 6] for v in chart_views(at)]
 
 
 def kpi_rows(at: AppTest) -> list[tuple[str, ...]]:

@@ -11,7 +11,7 @@ from xml.etree import ElementTree
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import download, goto, kpi_rows, kpi_tables, opened, share_link, uploader
+from conftest import chart_views, download, goto, kpi_rows, kpi_tables, opened, share_link, svg_charts, uploader
 from streamlit.testing.v1 import AppTest
 
 from app import controls, exports, page_whatif
@@ -55,11 +55,6 @@ def charts(at: AppTest) -> list:
     return list(at.get("vega_lite_chart"))
 
 
-def svg_charts(at: AppTest) -> list[str]:
-    """The What-if page's charts: SVG built by app/svgchart, drawn as Markdown (the strings)."""
-    return [m.value for m in at.markdown if m.value.startswith("<svg")]
-
-
 def scenario_of(at: AppTest, store: dict) -> Scenario:
     # the app's scenario.json: a scenario plus the compared strategies and replications (app.exports reads it)
     return exports.read_scenario_json(download(at, "dl_scenario", store).decode())[0]
@@ -81,7 +76,7 @@ def test_home_page_renders_kpis_verdict_and_charts():
     assert any("Try next:" in c.value for c in at.caption)  # the preset's hint, loaded unchanged
     # one chart at a time: the TTFT CDF first; the selector offers the breakdown and six time series
     (svg,) = svg_charts(at)
-    assert not charts(at) and "Time to first token" in [h.value for h in at.subheader]
+    assert not charts(at) and '<h4 class="wi-h">Time to first token</h4>' in chart_views(at)[0]
     root = ElementTree.fromstring(svg)  # the TTFT CDF: one line per compared strategy
     assert len(list(root.iter("{http://www.w3.org/2000/svg}polyline"))) == 5 and "TTFT distribution" in svg
     picker = at.segmented_control(key=page_whatif.K_CHART)
@@ -128,7 +123,7 @@ def test_every_chart_of_the_selector_draws_one_chart():
         assert not charts(at), key
         specs.append(svg)
         heading = "Time to first token" if key in ("cdf", "breakdown") else "Inside the server over time"
-        assert heading in [h.value for h in at.subheader], key
+        assert f'<h4 class="wi-h">{heading}</h4>' in chart_views(at)[0], key
     assert len(set(specs)) == len(page_whatif.CHARTS), "each option its own chart"
     assert len(kpi_table(at)) == len(controls.DEFAULT_STRATEGIES), "the rest of the page stays"
 

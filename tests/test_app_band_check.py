@@ -1,14 +1,15 @@
 """The What-if verdict says whether the winner would change inside the cost model's measured error band (issue 24
 item 3): on request, each strategy again with the cost model slower and faster by the band (engine.calibration
-.winner_band), in a fragment."""
+.winner_band), in a fragment, under the Why tab (built only when open: a slider step does not redraw it)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from conftest import opened
 from streamlit.testing.v1 import AppTest
 
-from app import runner
+from app import page_whatif, runner
 from engine import Scenario, simulate
 from engine.calibration import error_band, winner_band
 
@@ -25,6 +26,10 @@ def _open(**q) -> AppTest:
     for k, v in {"duration_s": "60", **q}.items():
         at.query_params[k] = v
     at.run()
+    assert not at.exception and not at.error, [e.value for e in at.exception]
+    with pytest.raises(KeyError):  # (the Charts tab is open: the band check is not built)
+        at.button(key="wi_band_check")
+    opened(at, page_whatif.K_DETAIL, page_whatif.DETAILS["why"])
     assert not at.exception and not at.error, [e.value for e in at.exception]
     return at
 
@@ -45,7 +50,6 @@ def test_the_band_check_runs_on_request_and_states_the_engines_answer():
 
 
 def test_without_a_measured_band_it_says_so_and_offers_nothing(monkeypatch):
-    from app import page_whatif
     monkeypatch.setattr(page_whatif, "error_band", lambda sc: {"band": float("nan"), "note": "no table here"})
     at = _open(strategy=["vllm", "slora"], wi_reps="2")
     with pytest.raises(KeyError):
