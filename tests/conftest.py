@@ -62,8 +62,8 @@ def registry():
 
 
 def opened(at: AppTest, key: str, value=True) -> AppTest:
-    """Open the section ``key`` (True for an expander, the tab's label for the details) and rerun if it was
-    not open."""
+    """Open the section ``key`` (True for an expander, the section's key for the What-if details: "why") and rerun
+    if it was not open."""
     try:
         now = at.session_state[key]
     except KeyError:
@@ -121,7 +121,7 @@ def download(at: AppTest, key: str, store: dict) -> bytes:
     """What the What-if page's download button ``key`` serves (``store``: the ``media`` fixture), its Export tab
     opened first."""
     from app import page_whatif
-    opened(at, page_whatif.K_DETAIL, page_whatif.DETAILS["export"])
+    opened(at, page_whatif.K_DETAIL, "export")
     proto = at.download_button(key=key).proto
     data = store[proto.deferred_file_id]() if proto.deferred_file_id else store[proto.url]
     return data.encode() if isinstance(data, str) else bytes(data)

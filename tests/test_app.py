@@ -82,7 +82,8 @@ def test_home_page_renders_kpis_verdict_and_charts():
     picker = at.segmented_control(key=page_whatif.K_CHART)
     assert picker.value == "cdf" and picker.options == [page_whatif.CHARTS[k] for k in page_whatif.CHARTS]
     # the details under the table, one tab at a time, only the open one built: the chart first
-    assert [t.label for t in at.tabs] == list(page_whatif.DETAILS.values())
+    details = at.segmented_control(key=page_whatif.K_DETAIL)
+    assert details.value == "chart" and details.options == list(page_whatif.DETAILS.values()) and not at.tabs
     assert not [m for m in at.markdown if "**naive**:" in m.value] and not at.get("download_button")
     default = Scenario.from_preset("default")
     assert presets.GPUS[default.gpu].label in at.caption[0].value
@@ -97,19 +98,19 @@ def test_home_page_renders_kpis_verdict_and_charts():
     assert page_whatif.BEST in "".join(table.iloc[:, 1:].to_numpy().ravel())
 
 
-def test_the_why_and_export_tabs_are_built_when_opened():
-    """Why: each strategy's bottlenecks; Export: the download buttons; each built only while its tab is open (the
+def test_the_why_and_export_sections_are_built_when_picked():
+    """Why: each strategy's bottlenecks; Export: the download buttons; each built only while it is the section picked (the
     chart then is not), so a slider step draws one of them."""
     at = ok(app(**FAST).run())
-    opened(at, page_whatif.K_DETAIL, page_whatif.DETAILS["why"])
+    opened(at, page_whatif.K_DETAIL, "why")
     why = [m.value for m in at.markdown if "**naive**:" in m.value]
     assert why and any(k in why[0] for k in ("busy", "queue", "bottleneck", "loads", "KV", "slots"))
     assert not svg_charts(at) and not at.get("download_button")
-    opened(at, page_whatif.K_DETAIL, page_whatif.DETAILS["export"])
+    opened(at, page_whatif.K_DETAIL, "export")
     keys = [b.key for b in at.get("download_button")]
     assert keys[:4] == ["dl_requests", "dl_summary", "dl_timeseries", "dl_scenario"] and len(keys) == 4 + len(TRACES)
     assert not svg_charts(at) and not [m for m in at.markdown if "**naive**:" in m.value]
-    opened(at, page_whatif.K_DETAIL, page_whatif.DETAILS["chart"])
+    opened(at, page_whatif.K_DETAIL, "chart")
     assert len(svg_charts(at)) == 1 and not at.get("download_button")
 
 

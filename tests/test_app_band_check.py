@@ -1,6 +1,6 @@
 """The What-if verdict says whether the winner would change inside the cost model's measured error band (issue 24
 item 3): on request, each strategy again with the cost model slower and faster by the band (engine.calibration
-.winner_band), in a fragment, under the Why tab (built only when open: a slider step does not redraw it)."""
+.winner_band), in a fragment, in the Why section (built only while picked: a slider step does not redraw it)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,9 +27,9 @@ def _open(**q) -> AppTest:
         at.query_params[k] = v
     at.run()
     assert not at.exception and not at.error, [e.value for e in at.exception]
-    with pytest.raises(KeyError):  # (the Charts tab is open: the band check is not built)
+    with pytest.raises(KeyError):  # (the Charts section is shown: the band check is not built)
         at.button(key="wi_band_check")
-    opened(at, page_whatif.K_DETAIL, page_whatif.DETAILS["why"])
+    opened(at, page_whatif.K_DETAIL, "why")
     assert not at.exception and not at.error, [e.value for e in at.exception]
     return at
 

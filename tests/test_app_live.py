@@ -141,7 +141,7 @@ def test_a_live_step_whose_results_vanish_reruns_the_app(sidebar_runs, monkeypat
 def test_a_live_step_redraws_the_downloads_with_its_results(sidebar_runs, media):
     """The download buttons are in the live fragment (a button's file lives as long as the run that drew it), so a
     live step gives new ones, which export its results, as a full run of the same URL does."""
-    at = opened(ok(live_app(**FAST).run()), page_whatif.K_DETAIL, page_whatif.DETAILS["export"])  # (the Export tab, open)
+    at = opened(ok(live_app(**FAST).run()), page_whatif.K_DETAIL, "export")  # (the Export section, open)
     runs = sidebar_runs["runs"]
     rate = at.sidebar.slider(key="arrival_rate_rps")
     new = rate.value + rate.step

@@ -65,7 +65,7 @@ def test_upload_selects_the_model_and_scenario_json_carries_it():
     sc = at.session_state[controls.STATE_KEY].scenario
     assert sc.model == "upload-3b" and len(kpi_tables(at)) == 1  # it runs: the comparison table
     assert "upload-3b" in at.caption[0].value.lower()
-    proto = opened(at, page_whatif.K_DETAIL, page_whatif.DETAILS["export"]).download_button(key="dl_scenario").proto
+    proto = opened(at, page_whatif.K_DETAIL, "export").download_button(key="dl_scenario").proto
     text = json.loads(exports.scenario_json(sc, ["naive"], 3))
     assert text["model_definition"]["n_layers"] == 12 and proto is not None
 

@@ -327,8 +327,8 @@ def test_picking_a_chart_reruns_only_its_fragment(page, server):
     assert_no_exception(page)
 
 
-def test_the_why_tab_is_built_when_opened_by_a_fragment_rerun(page, server):
-    """The tabs under the table (page_whatif.DETAILS) build only the open one: opening "Why" reruns the live
+def test_the_why_section_is_built_when_picked_by_a_fragment_rerun(page, server):
+    """The sections under the table (page_whatif.DETAILS) build only the one picked: picking "Why" reruns the live
     fragment (not the app), shows each strategy's bottlenecks and drops the chart; the table stays as it was."""
     reruns = rerun_requests(page)
     open_app(page, server, "?duration_s=60&strategy=naive&strategy=slora")
@@ -336,7 +336,7 @@ def test_the_why_tab_is_built_when_opened_by_a_fragment_rerun(page, server):
     assert page.locator(CHART).count() == 1 and "naive:" not in main.inner_text()
     table = metrics(page)
     reruns.clear()
-    page.get_by_role("tab", name="Why").click()
+    page.get_by_role("radiogroup", name="Details").get_by_role("radio", name="Why").click()
     page.wait_for_function("() => document.querySelector('[data-testid=stMain]').innerText.includes('slora:')",
                            timeout=STEP_MS)
     wait_run(page)
@@ -392,7 +392,7 @@ def test_download_per_request_csv(page, server, tmp_path):
     from engine import Scenario, simulate
 
     open_app(page, server, "?duration_s=120&strategy=naive&strategy=batch&arrival_rate_rps=6.5")
-    page.get_by_role("tab", name="Export").click()  # (its buttons are built while it is open)
+    page.get_by_role("radiogroup", name="Details").get_by_role("radio", name="Export").click()  # (its buttons are built while it is shown)
     page.get_by_role("button", name="Per-request CSV").wait_for(timeout=STEP_MS)
     wait_idle(page)
     rate = slider(page, "Arrival rate (req/s)")
