@@ -114,6 +114,17 @@ def test_the_why_and_export_sections_are_built_when_picked():
     assert len(svg_charts(at)) == 1 and not at.get("download_button")
 
 
+def test_the_chart_view_escapes_its_text(monkeypatch):
+    """The chart view sets its HTML as is (page_whatif._SVG_VIEW, no sanitiser): the conditions line in it is
+    escaped, so a name that reached it could not inject markup."""
+    hostile = '<img src=x onerror="alert(1)"> & <b>'
+    monkeypatch.setattr(controls, "conditions", lambda sc: hostile)
+    at = ok(app(**FAST).run())
+    (view,) = chart_views(at)
+    assert "<img" not in view and "<b>" not in view
+    assert "&lt;img src=x onerror=\"alert(1)\"&gt; &amp; &lt;b&gt;" in view
+
+
 def test_every_chart_of_the_selector_draws_one_chart():
     at = ok(app(**FAST).run())
     specs = []
