@@ -1472,7 +1472,7 @@ def show_calibration(sc: Scenario) -> None:
     """The calibration badge next to the GPU/model line: calibrated (against what, its errors) or not."""
     status = calibration_status(sc)
     color, icon = _BADGE[status.kind]
-    band = error_band(sc)
+    band = error_band(sc, status=status)
     label, extra = status.label, ""
     if math.isfinite(band["band"]):
         label += f" · error band ±{band['band']:.0%}"

@@ -128,6 +128,17 @@ def test_each_band_rests_on_the_basis_its_status_names(bands, table):
     assert sl["basis"] == "calibrated:slora" and sl["latency_p90"] == s["mean_decode_ms"]
 
 
+def test_a_status_passed_in_is_used_as_given(bands):
+    """``error_band(sc, status=...)`` (a caller that has the status already: the dashboard's badge) gives what
+    ``error_band(sc)`` gives with the scenario's own status, and follows the status it is given."""
+    for preset in PRESETS:
+        sc = Scenario.from_preset(preset)
+        assert error_band(sc, status=calibration_status(sc)) == bands[preset], preset
+    sc = Scenario.from_preset("seed1-rtx3090")  # uncalibrated; told it is calibrated as vllm-llama31-8b:
+    told = calibration_status(Scenario.from_preset("vllm-llama31-8b"))
+    assert error_band(sc, status=told)["basis"] == "calibrated:vllm" != bands["seed1-rtx3090"]["basis"]
+
+
 def test_in_sample_calibrations_and_modified_scenarios_are_not_narrower(bands):
     a100 = error_band(Scenario.from_preset("slora-a100-80-s1"))
     assert a100["status"] == "calibrated" and a100["basis"] == B.TRANSFER

@@ -39,7 +39,7 @@ from ..limits import write_csv
 from ..scenario import Scenario
 from .cases import Case, _rel, error_table, simulate_cases
 from .slora_s1 import slora_cases
-from .status import _ERROR_NAMES, CALIBRATED, FITTED_FIELDS, calibration_status
+from .status import _ERROR_NAMES, CALIBRATED, FITTED_FIELDS, CalibrationStatus, calibration_status
 from .vllm_runs import vllm_cases
 
 CAL_VLLM = "calibrated:vllm"
@@ -368,7 +368,7 @@ def _describe(t: pd.DataFrame, basis: str) -> str:
     return f"{n} runs, 90 % of them within ±{100 * thr:.0f} % throughput and ±{100 * lat:.0f} % {what}"
 
 
-def error_band(sc: Scenario, table: pd.DataFrame | None = None) -> dict:
+def error_band(sc: Scenario, table: pd.DataFrame | None = None, status: CalibrationStatus | None = None) -> dict:
     """The error band of ``sc``'s cost model: {"basis", "bases", "status", "throughput_p90", "latency_p90",
     "band", "note"}.
 
@@ -391,8 +391,9 @@ def error_band(sc: Scenario, table: pd.DataFrame | None = None) -> dict:
 
     So calibrated <= transferred <= uncalibrated.  ``table``: the error-basis table (default ``error_bases()``);
     when it has not been generated the band is NaN and the note says so (the planner then runs no band).
+    ``status``: ``calibration_status(sc)`` when the caller has it already (not computed again).
     """
-    st = calibration_status(sc)
+    st = calibration_status(sc) if status is None else status
     out = {"status": st.kind, "basis": "", "bases": (), "throughput_p90": math.nan, "latency_p90": math.nan,
            "band": math.nan}
     if st.profile is not None and st.kind in ("calibrated", "transferred"):

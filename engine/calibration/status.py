@@ -166,8 +166,9 @@ def calibration_status(sc: Scenario) -> CalibrationStatus:
     if user is not None:
         return user
     diffs: dict[str, list[str]] = {}
+    refs: dict[str, Scenario] = {}  # (each calibrated preset built once per call)
     for name, c in CALIBRATED.items():
-        ref = Scenario.from_preset(name)
+        ref = refs[name] = Scenario.from_preset(name)
         changed = [f for f in _fields(sc) if not _same(getattr(sc, f), getattr(ref, f))]
         pair = sc.gpu == ref.gpu and sc.model == ref.model and sc.tensor_parallel_size == ref.tensor_parallel_size
         if pair and not changed:
@@ -177,7 +178,7 @@ def calibration_status(sc: Scenario) -> CalibrationStatus:
                                      f"Cost model fitted to {c.against}: {_errors_text(c)}.", name)
         diffs[name] = changed
     for name, changed in diffs.items():
-        ref = Scenario.from_preset(name)
+        ref = refs[name]
         if not changed:
             via = f"{sc.server} server profile's " if sc.server else ""
             return CalibrationStatus(
@@ -187,7 +188,7 @@ def calibration_status(sc: Scenario) -> CalibrationStatus:
                 "the error of such a transfer was measured on another pair (engine.calibration.error_band)."
                 + _tp_caveat(sc), name)
     for name, changed in diffs.items():
-        c, ref = CALIBRATED[name], Scenario.from_preset(name)
+        c, ref = CALIBRATED[name], refs[name]
         if sc.gpu == ref.gpu and sc.model == ref.model:
             return CalibrationStatus(
                 "modified", "Uncalibrated (modified)",
