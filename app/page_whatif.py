@@ -336,9 +336,8 @@ TABLE_CSS = ("<style>table.wi-kpi{border-collapse:collapse;width:100%;font-size:
              "border-bottom:1px solid rgba(128,128,128,.25)}"
              "table.wi-kpi .green{color:#1e9e4a}table.wi-kpi .red{color:#e0393e}"
              "table.wi-kpi .orange{color:#d97706}.wi-kpi .gray,.wi-cap .gray{opacity:.6}"
-             ".wi-cap{margin:0 0 .25rem;cursor:help}.wi-q{display:inline-block;width:1.1em;height:1.1em;"
-             "line-height:1.1em;border:1px solid;border-radius:50%;text-align:center;font-size:.7rem;opacity:.6}"
-             "</style>")
+             ".wi-cap{margin:0 0 .25rem}.wi-def{font-size:.8rem;margin:0 0 .25rem}.wi-def summary{cursor:pointer;"
+             "opacity:.6}.wi-def p,.wi-def ul{margin:.25rem 0}.wi-def p,.wi-def li{font-size:.8rem}</style>")
 _MD_COLOR = re.compile(r":(green|red|orange|gray)\[(.+?)\]")
 _MD_BOLD = re.compile(r"\*\*(.+?)\*\*")
 
@@ -353,19 +352,38 @@ def cell_html(md: str) -> str:
 
 
 def kpi_table_html(table: pd.DataFrame, baseline: str | None = None, help_md: str = "") -> str:
-    """The comparison table as one HTML element (``st.html``), under its heading (the baseline named, ``help_md``
-    as the heading's tooltip): a browser draws one element faster than a heading and the same cells as Markdown in
-    ``st.table`` (a Markdown renderer per cell), on every slider step."""
+    """The comparison table as one HTML element (``st.html``), under its heading (the baseline named; ``help_md``,
+    the cells' definitions, as a disclosure a click or the keyboard opens): a browser draws one element faster than
+    a heading and the same cells as Markdown in ``st.table`` (a Markdown renderer per cell), on every slider step."""
     head = "".join(f"<th>{html.escape(str(c), quote=False)}</th>" for c in table.columns)
     rows = "".join("<tr>" + "".join(f"<td>{cell_html(str(c))}</td>" for c in r) + "</tr>"
                    for r in table.itertuples(index=False))
     cap = ""
     if baseline is not None:
-        tip = html.escape(_MD_BOLD.sub(r"\1", help_md).replace("\n- ", "\n• "), quote=True)
-        cap = (f'<p class="wi-cap" title="{tip}"><b>Strategies compared</b> <span class="gray">· under each value, '
-               f'the difference to the baseline, <b>{html.escape(baseline, quote=False)}</b></span>'
-               + (' <span class="wi-q">?</span>' if help_md else "") + "</p>")
+        cap = (f'<p class="wi-cap"><b>Strategies compared</b> <span class="gray">· under each value, the difference '
+               f'to the baseline, <b>{html.escape(baseline, quote=False)}</b></span></p>')
+        if help_md:
+            cap += f'<details class="wi-def"><summary>What the cells mean</summary>{help_html(help_md)}</details>'
     return f'{TABLE_CSS}{cap}<table class="wi-kpi"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+
+
+def help_html(md: str) -> str:
+    """``kpi_help``'s Markdown (paragraphs, ``- `` items, ``**bold**``) as HTML; everything else is text (escaped)."""
+    out, items = [], []
+    for para in md.split("\n\n"):
+        for line in para.split("\n"):
+            text = _MD_BOLD.sub(r"<b>\1</b>", html.escape(line[2:] if line.startswith("- ") else line, quote=False))
+            if line.startswith("- "):
+                items.append(f"<li>{text}</li>")
+                continue
+            if items:
+                out.append("<ul>" + "".join(items) + "</ul>")
+                items = []
+            if text:
+                out.append(f"<p>{text}</p>")
+    if items:
+        out.append("<ul>" + "".join(items) + "</ul>")
+    return "".join(out)
 
 
 def kpi_help(n_reps: int, baseline: str, strategies: Sequence[str] = ()) -> str:

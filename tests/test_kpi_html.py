@@ -8,7 +8,7 @@ from conftest import table_from_html
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.page_whatif import BEST, cell_html, kpi_table, kpi_table_html
+from app.page_whatif import BEST, KPIS, cell_html, help_html, kpi_help, kpi_table, kpi_table_html
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="*[]:\n\r"), min_size=1,
                max_size=12).filter(lambda t: t.strip() == t and "  " not in t)
@@ -49,3 +49,18 @@ def test_a_real_table_round_trips():
     html = kpi_table_html(df)
     assert html.count("<tr>") == 1 + len(reps) and html.count("<th>") == len(df.columns)
     pd.testing.assert_frame_equal(table_from_html(html), df)
+
+
+def test_the_definitions_are_a_disclosure_under_the_heading():
+    """The table's heading names the baseline; the cells' definitions (``kpi_help``) follow it as a ``<details>``
+    a click or the keyboard opens (not a hover-only tooltip), as HTML: paragraphs, items, bold; the rest escaped."""
+    assert help_html("a **b** <c>\n\n- **x**: y & z\n- w") == (
+        "<p>a <b>b</b> &lt;c&gt;</p><ul><li><b>x</b>: y &amp; z</li><li>w</li></ul>")
+    df = pd.DataFrame({"Strategy": ["**naive**"], "TTFT p50": ["1 ms"]})
+    out = kpi_table_html(df, "naive", kpi_help(3, "naive", ["naive", "slora"]))
+    head, table = out.split('<table class="wi-kpi">')
+    assert "<b>Strategies compared</b>" in head and "<b>naive</b>" in head
+    assert '<details class="wi-def"><summary>' in head and head.endswith("</details>")
+    assert all(f"<li><b>{label}</b>: " in head for _, label, _, _ in KPIS) and "<li><b>slora</b>: " in head
+    pd.testing.assert_frame_equal(table_from_html(out), df)  # (the reader skips the heading)
+    assert "<details" not in kpi_table_html(df, "naive") and "<p" not in kpi_table_html(df)
