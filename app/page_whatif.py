@@ -336,8 +336,8 @@ TABLE_CSS = ("<style>table.wi-kpi{border-collapse:collapse;width:100%;font-size:
              "border-bottom:1px solid rgba(128,128,128,.25)}"
              "table.wi-kpi .green{color:#1e9e4a}table.wi-kpi .red{color:#e0393e}"
              "table.wi-kpi .orange{color:#d97706}.wi-kpi .gray,.wi-cap .gray{opacity:.6}"
-             ".wi-cap{margin:0 0 .25rem}.wi-def{font-size:.8rem;margin:0 0 .25rem}.wi-def summary{cursor:pointer;"
-             "opacity:.6}.wi-def p,.wi-def ul{margin:.25rem 0}.wi-def p,.wi-def li{font-size:.8rem}</style>")
+             ".wi-cap{margin:0 0 .25rem}.wi-def{margin:0 0 .25rem}.wi-def,.wi-def p,.wi-def li{font-size:.8rem}"
+             ".wi-def summary{cursor:pointer;opacity:.6}.wi-def p,.wi-def ul{margin:.25rem 0}</style>")
 _MD_COLOR = re.compile(r":(green|red|orange|gray)\[(.+?)\]")
 _MD_BOLD = re.compile(r"\*\*(.+?)\*\*")
 
@@ -372,8 +372,9 @@ def help_html(md: str) -> str:
     out, items = [], []
     for para in md.split("\n\n"):
         for line in para.split("\n"):
-            text = _MD_BOLD.sub(r"<b>\1</b>", html.escape(line[2:] if line.startswith("- ") else line, quote=False))
-            if line.startswith("- "):
+            item = line.startswith("- ")
+            text = _MD_BOLD.sub(r"<b>\1</b>", html.escape(line[2:] if item else line, quote=False))
+            if item:
                 items.append(f"<li>{text}</li>")
                 continue
             if items:
@@ -561,7 +562,7 @@ def render() -> None:
     controls.live_ready(LIVE_KEY)
 
 
-def _settings(state: controls.AppState | None) -> None:
+def _settings(state: controls.AppState) -> None:
     """The page's title and comparison settings, above the live fragment: a slider step does not redraw them
     (changing one reruns the app)."""
     st.title("What-if", anchor=False, help="Every selected strategy serves the same simulated request stream "
@@ -584,10 +585,10 @@ def _settings(state: controls.AppState | None) -> None:
              "excludes zero. With a replayed trace the request stream is the trace's: one run.")
     c_obj.selectbox("Verdict on", list(OBJECTIVES), format_func=lambda k: OBJECTIVES[k][0], key=K_OBJECTIVE,
                     bind="query-params", help="The metric the banner ranks the strategies on.")
-    names = list(state.strategies) if state is not None and state.strategies else []
+    names = list(state.strategies)
     if names:
         if st.session_state.get(controls.BASELINE_KEY) not in names:
-            st.session_state[controls.BASELINE_KEY] = "naive" if "naive" in names else names[0]
+            st.session_state[controls.BASELINE_KEY] = controls.default_baseline(names)
         c_base.selectbox("Baseline for the deltas", names, key=controls.BASELINE_KEY, bind="query-params",
                          help="Strategy the others are compared with in the table (deltas = strategy - baseline, "
                               "mean over paired replications).")
@@ -666,13 +667,10 @@ def _compare(state: controls.AppState) -> tuple | None:
     summaries = {s: r["summary"] for s, r in results.items()}
     baseline = st.session_state.get(controls.BASELINE_KEY)
     if baseline not in names:  # (a strategy that failed: its selectbox above offers it, the table cannot)
-        baseline = "naive" if "naive" in names else names[0]
+        baseline = controls.default_baseline(names)
 
-    text, kind = verdict(reps, objective)
-    icon = {"win": ":material/emoji_events:", "tie": ":material/balance:"}.get(kind, ":material/info:")
-    text, kind = sequential_banner(text, kind, decision)
-    st.info(text, icon=icon if decision is None else
-            {"win": ":material/emoji_events:", "tie": ":material/balance:"}.get(kind, ":material/info:"))
+    text, kind = sequential_banner(*verdict(reps, objective), decision)
+    st.info(text, icon={"win": ":material/emoji_events:", "tie": ":material/balance:"}.get(kind, ":material/info:"))
     if decision is not None:
         st.caption(f"{n_reps} replication{'s' if n_reps > 1 else ''} (until decided, at most {cap}): "
                    f"{decision.reason}.")

@@ -118,8 +118,8 @@ def kpi_rows(at: AppTest) -> list[tuple[str, ...]]:
 
 
 def download(at: AppTest, key: str, store: dict) -> bytes:
-    """What the What-if page's download button ``key`` serves (``store``: the ``media`` fixture), its Export tab
-    opened first."""
+    """What the What-if page's download button ``key`` serves (``store``: the ``media`` fixture), its Export section
+    picked first."""
     from app import page_whatif
     opened(at, page_whatif.K_DETAIL, "export")
     proto = at.download_button(key=key).proto
