@@ -190,8 +190,12 @@ class Scenario:
             return (Scenario.from_dict, (self.to_dict(),))
         return super().__reduce_ex__(protocol)
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+    def to_json(self, indent: int | None = 2) -> str:
+        """The scenario as JSON, keys sorted; ``indent=None``: one compact line (a cache key: Python's C encoder
+        writes it, about three times faster than the indented form)."""
+        if indent is None:
+            return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Scenario:

@@ -134,3 +134,34 @@ def test_remembered_runs_stay_fewer_than_the_caches_hold():
         runner._DONE_BOUND.update(saved)
         for k in ("x2", "x3", "x4"):
             runner._DONE["summary"].pop(k, None)
+
+
+def test_run_keys_are_the_capped_validated_scenario_and_memoised():
+    """runner._run_key: the cache key of ``sc`` with a strategy / seed in place of its own is the capped, validated
+    scenario as compact JSON (the same scenario as the indented form), computed once per (scenario, strategy,
+    seed); an invalid scenario raises each time (nothing memoised)."""
+    import json
+
+    import pytest
+
+    from app.controls import cap_scenario
+    from engine import Scenario
+
+    sc = legacy_preset("default", arrival_rate_rps=7.5)
+    big = sc.replace(duration_s=86_400.0)  # past the hosted app's work cap: the key is the capped scenario's
+    for base in (sc, big):
+        for strategy, seed in ((None, None), ("slora", None), ("batch", base.seed + 2)):
+            want = cap_scenario(base.replace(**{k: v for k, v in (("strategy", strategy), ("seed", seed))
+                                                if v is not None}))[0].validate()
+            js, small = runner._run_key(base, strategy, seed)
+            assert js == want.to_json(indent=None) and "\n" not in js
+            assert json.loads(js) == json.loads(want.to_json()) and Scenario.from_json(js) == want
+            assert small == runner.small_run(want)
+    assert runner._run_key(big, None, None)[0] != big.to_json(indent=None)  # (capped)
+    hits = runner._run_key.cache_info().hits
+    runner._run_key(sc, "slora", None)
+    assert runner._run_key.cache_info().hits == hits + 1
+    bad = sc.replace(strategy="naive")
+    for _ in range(2):
+        with pytest.raises(ValueError, match="hot_set_k"):
+            runner._run_key(bad.replace(hot_set_k=10_000), "hot_set", None)
