@@ -1,6 +1,7 @@
 """What-if page: every chosen strategy on the sidebar's scenario, side by side."""
 from __future__ import annotations
 
+import functools
 import html
 import math
 import re
@@ -463,8 +464,47 @@ def _band_check(sc, names: tuple[str, ...], objective: str) -> None:
     st.caption(f"{icon} {r['text']}")
 
 
+def chart_svg(results: Mapping[str, Mapping], choice: str, log_x: bool) -> str:
+    """The SVG of the chart ``choice`` (``CHARTS``) of the full results (replication 1); ``log_x``: the CDF's
+    TTFT axis."""
+    if choice == "cdf":
+        return svgchart.ttft_cdf_svg(pd.concat([r["cdf"] for r in results.values()], ignore_index=True), log_x=log_x)
+    if choice == "breakdown":
+        return svgchart.ttft_breakdown_svg(charts.breakdown_frame({s: r["summary"] for s, r in results.items()}))
+    return svgchart.timeseries_svg(pd.concat([r["ts"] for r in results.values()], ignore_index=True), choice)
+
+
+def table_html(reps: Mapping[str, Sequence[Mapping]], baseline: str, n_reps: int) -> str:
+    """The comparison table's one HTML element: ``kpi_table`` under its heading and definitions."""
+    return kpi_table_html(kpi_table(reps, baseline), baseline, kpi_help(n_reps, baseline, list(reps)))
+
+
+def _kept(digest: bytes | None, what: tuple, build):
+    """``build()``, kept by ``runner.view`` under the runs it is built from (``digest``: ``runner.replication_digest``)
+    and ``what`` (the product and its settings): a step to a scenario the server anticipated finds it built
+    (``_prebuild``).  ``digest`` None (a replayed trace): built each time."""
+    return build() if digest is None else runner.view((VIEW_COMPONENT, digest, *what), build)
+
+
+def _prebuild(strategies: tuple[str, ...], n_reps: int, objective: str, baseline: str | None, chart: str | None,
+              log_x: bool, sc) -> None:
+    """The verdict, table and (``chart`` not None) chart a rerun of ``sc`` with these settings draws, built ahead of
+    the step on a worker once ``sc``'s runs are cached (``runner.anticipate``'s ``then``)."""
+    digest = runner.replication_digest(sc, strategies, n_reps)
+    if digest is None:
+        return
+    results, reps, _ = runner.read_replications(sc, list(strategies), n_reps)
+    if not results:
+        return
+    base = baseline if baseline in results else controls.default_baseline(list(results))
+    _kept(digest, ("verdict", objective), lambda: verdict(reps, objective))
+    _kept(digest, ("table", base), lambda: table_html(reps, base, n_reps))
+    if chart is not None:
+        _kept(digest, ("chart", chart, log_x), lambda: chart_svg(results, chart, log_x))
+
+
 @st.fragment
-def _charts(results: Mapping[str, Mapping], sc, n_reps: int) -> None:
+def _charts(results: Mapping[str, Mapping], sc, n_reps: int, digest: bytes | None = None) -> None:
     """The chart the user picked, alone (a fragment: picking another chart, or the CDF's log scale, reruns
     this function with the results of the last full run: nothing is simulated again)."""
     choice = st.segmented_control("Chart", list(CHARTS), format_func=CHARTS.__getitem__, default=DEFAULT_CHART,
@@ -479,16 +519,10 @@ def _charts(results: Mapping[str, Mapping], sc, n_reps: int) -> None:
     svg = lambda s, after="": _SVG_VIEW(  # noqa: E731
         data=f'<h4 class="wi-h">{title}</h4><p class="wi-cond">{html.escape(cap, quote=False)}</p>{s}'
         + (f'<p class="wi-cond">{after}</p>' if after else ""), key="wi_chart_view")
-    if choice == "cdf":
-        log_x = st.toggle("Log-scale TTFT axis", value=True, key=K_LOG)
-        svg(svgchart.ttft_cdf_svg(pd.concat([r["cdf"] for r in results.values()], ignore_index=True),
-                                      log_x=log_x))
-    elif choice == "breakdown":
-        svg(svgchart.ttft_breakdown_svg(charts.breakdown_frame({s: r["summary"] for s, r in results.items()})),
-            "Mean TTFT = queueing (waiting for a batch slot) + adapter load wait (PCIe/disk transfer) "
-            "+ prefill (prompt compute).")
-    else:
-        svg(svgchart.timeseries_svg(pd.concat([r["ts"] for r in results.values()], ignore_index=True), choice))
+    log_x = st.toggle("Log-scale TTFT axis", value=True, key=K_LOG) if choice == "cdf" else True
+    body = _kept(digest, ("chart", choice, log_x), lambda: chart_svg(results, choice, log_x))
+    svg(body, "Mean TTFT = queueing (waiting for a batch slot) + adapter load wait (PCIe/disk transfer) "
+              "+ prefill (prompt compute)." if choice == "breakdown" else "")
 
 
 #: Draws trusted HTML built by this page (headings, captions and app/svgchart's SVG, every text in it escaped)
@@ -526,9 +560,10 @@ def anticipated_values(values: Mapping, moved: tuple[str, int]) -> list[dict]:
     return controls.step_values(values, key, [d, -d])
 
 
-def _anticipate(state, n_reps: int) -> None:
+def _anticipate(state, n_reps: int, auto: bool = False) -> None:
     """Speculative runs of the scenarios one slider step away (``anticipated_values``) on idle workers
-    (``runner.anticipate``): a step to one of them is a cache hit."""
+    (``runner.anticipate``): a step to one of them is a cache hit; then (``auto`` off) the verdict, table and open
+    chart of each, built for this session's settings (``_prebuild``)."""
     ss = st.session_state
     moved = ss[K_MOVED] = last_moved(state.values, ss.get(K_LAST), ss.get(K_MOVED, ANTICIPATE_DEFAULT))
     ss[K_LAST] = {k: v for k, v in state.values.items() if not k.startswith("_")}
@@ -538,7 +573,12 @@ def _anticipate(state, n_reps: int) -> None:
             scenarios.append(controls.build_scenario(vals, state.base)[0])
         except ValueError:
             continue  # not a valid scenario: the step, if taken, reports it
-    runner.anticipate(scenarios, state.strategies, n_reps)
+    then = None
+    if not auto:
+        chart = (ss.get(K_CHART) or DEFAULT_CHART) if (ss.get(K_DETAIL) or DEFAULT_DETAIL) == "chart" else None
+        then = functools.partial(_prebuild, tuple(state.strategies), n_reps, ss.get(K_OBJECTIVE) or DEFAULT_OBJECTIVE,
+                                 ss.get(controls.BASELINE_KEY), chart, bool(ss.get(K_LOG, True)))
+    runner.anticipate(scenarios, state.strategies, n_reps, then)
 
 
 #: The page's live fragment (``controls._live_step``: a slider step reruns it alone).
@@ -669,7 +709,10 @@ def _compare(state: controls.AppState) -> tuple | None:
     if baseline not in names:  # (a strategy that failed: its selectbox above offers it, the table cannot)
         baseline = controls.default_baseline(names)
 
-    text, kind = sequential_banner(*verdict(reps, objective), decision)
+    # (what a step to an anticipated scenario finds built: _prebuild; not a trace's or an adaptive comparison's)
+    digest = None if trace is not None or decision is not None else runner.replication_digest(
+        sc, state.strategies, n_reps)
+    text, kind = sequential_banner(*_kept(digest, ("verdict", objective), lambda: verdict(reps, objective)), decision)
     st.info(text, icon={"win": ":material/emoji_events:", "tie": ":material/balance:"}.get(kind, ":material/info:"))
     if decision is not None:
         st.caption(f"{n_reps} replication{'s' if n_reps > 1 else ''} (until decided, at most {cap}): "
@@ -679,16 +722,16 @@ def _compare(state: controls.AppState) -> tuple | None:
         st.caption(f":material/lightbulb: **Try next:** {hint}")
 
     # ------------------------------------------------------------ comparison table
-    st.html(kpi_table_html(kpi_table(reps, baseline), baseline, kpi_help(n_reps, baseline, names)))
+    st.html(_kept(digest, ("table", baseline), lambda: table_html(reps, baseline, n_reps)))
 
     # ----------------------------------------------- details: one at a time, built only when open
     if trace is None:
-        _anticipate(state, min(2, cap) if auto and cap >= 2 else n_reps)
+        _anticipate(state, min(2, cap) if auto and cap >= 2 else n_reps, auto)
     snap = results, summaries, sc, list(state.strategies), n_reps, baseline, trace
     detail = st.segmented_control("Details", list(DETAILS), format_func=DETAILS.__getitem__, default=DEFAULT_DETAIL,
                                   required=True, key=K_DETAIL, label_visibility="collapsed") or DEFAULT_DETAIL
     if detail == "chart":
-        _charts(results, sc, n_reps)
+        _charts(results, sc, n_reps, digest)
     if detail == "why":
         _why(results, sc)
         if kind in ("win", "tie", "lead") and trace is None:

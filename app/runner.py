@@ -258,6 +258,60 @@ def cached_replications(sc: Scenario, strategies: list[str], n_reps: int
     return results, reps, {}
 
 
+def replication_digest(sc: Scenario, strategies: Iterable[str], n_reps: int) -> bytes | None:
+    """A digest of the runs ``run_replications(sc, strategies, n_reps)`` reads (their cache keys, in its order, and
+    the engine version): what a view built from them is keyed on (``view``); None when one cannot run."""
+    h = hashlib.blake2b(ENGINE_VERSION.encode(), digest_size=16)
+    try:
+        for s in strategies:
+            for k in range(n_reps):
+                h.update(b"\0" + _run_key(sc, s, None if k == 0 else sc.seed + k)[0].encode())
+    except ValueError:
+        return None
+    return h.digest()
+
+
+#: At most this many views (``view``) are kept, the least recently used dropped first.
+VIEW_ENTRIES = 512
+#: Pure products of cached runs (a page's verdict, table and chart markup), by a key naming the runs
+#: (``replication_digest``) and the settings they were built for: built by a page's rerun, or ahead of a slider step
+#: by ``anticipate``'s ``then``; shared between sessions (immutable values: strings and tuples of them).
+_VIEWS: OrderedDict = OrderedDict()
+
+
+def view(key: Hashable, build: Callable[[], Any]) -> Any:
+    """``build()``, kept under ``key`` (``VIEW_ENTRIES`` at most): a later call with the same key returns it without
+    building it again.  ``build`` must be pure and return an immutable value: every session gets the same object."""
+    with _INFLIGHT_LOCK:
+        if key in _VIEWS:
+            _VIEWS.move_to_end(key)
+            return _VIEWS[key]
+    value = build()
+    with _INFLIGHT_LOCK:
+        _VIEWS[key] = value
+        _VIEWS.move_to_end(key)
+        while len(_VIEWS) > VIEW_ENTRIES:
+            _VIEWS.popitem(last=False)
+    return value
+
+
+def read_replications(sc: Scenario, strategies: list[str], n_reps: int
+                      ) -> tuple[dict[str, dict], dict[str, list[dict]], dict[str, str]]:
+    """What ``run_replications`` returns, read (or computed) through the caches in this thread, one run after the
+    other: for a worker's job (``anticipate``'s ``then``), which must not wait for the workers."""
+    results: dict[str, dict] = {}
+    reps: dict[str, list[dict]] = {}
+    failed: dict[str, str] = {}
+    for s in strategies:
+        try:
+            results[s] = run(sc, None, s)
+            reps[s] = [results[s]["summary"]] + [summary(sc, s, sc.seed + k) for k in range(1, n_reps)]
+        except ValueError as e:
+            failed[s] = str(e)
+            results.pop(s, None)
+    return results, reps, failed
+
+
 def run(sc: Scenario, trace: dict | None = None, strategy: str | None = None) -> dict:
     """Full result (requests, timeseries, summary) of one scenario (with ``strategy`` in place of its own);
     ValueError if invalid.
@@ -527,14 +581,17 @@ def _gather(futures: list[Future], yield_check: Callable[[], None] | None) -> li
         raise
 
 
-def _job(ctx, trace: dict | None = None, summaries_only: bool = False) -> Callable[[Scenario, str, int], Any]:
+def _job(ctx, trace: dict | None = None, summaries_only: bool = False,
+         then: Callable[[Scenario], Any] | None = None) -> Callable[[Scenario, str | None, int], Any]:
     """The worker job of a script run ``ctx``: replication ``k`` of ``strategy`` on ``sc`` as ``run_replications``
     asks for it (the full result of replication 0, else a summary at seed + k), through the caches; a ValueError
-    (the scenario cannot run) is returned, not raised."""
-    def job(sc: Scenario, strategy: str, k: int):
+    (the scenario cannot run) is returned, not raised.  ``strategy`` None: ``then(sc)``."""
+    def job(sc: Scenario, strategy: str | None, k: int):
         if ctx is not None:
             add_script_run_ctx(threading.current_thread(), ctx)
         try:
+            if strategy is None:
+                return then(sc) if then is not None else None
             if k == 0 and not summaries_only:
                 return run(sc, trace, strategy)
             return summary(sc, strategy, sc.seed + k)
@@ -543,13 +600,16 @@ def _job(ctx, trace: dict | None = None, summaries_only: bool = False) -> Callab
     return job
 
 
-def anticipate(scenarios: Iterable[Scenario], strategies: list[str], n_reps: int) -> int:
+def anticipate(scenarios: Iterable[Scenario], strategies: list[str], n_reps: int,
+               then: Callable[[Scenario], Any] | None = None) -> int:
     """Queue, as speculative jobs of this session (``FairScheduler``: idle workers only, dropped by the session's
     next rerun), the runs ``run_replications(sc, strategies, n_reps)`` would ask for on each scenario, in the
     order given, so that a slider step to one of them finds its results in the cache (or in flight: ``once``).
     Open-loop generated scenarios of at most ``SMALL_RUN_REQUESTS`` requests a run only, at most
-    ``ANTICIPATE_MAX_REQUESTS`` simulated requests in all; nothing with ``ANTICIPATE`` off.  Returns the number of
-    runs queued."""
+    ``ANTICIPATE_MAX_REQUESTS`` simulated requests in all; nothing with ``ANTICIPATE`` off.  ``then``: a job of
+    its own, queued after each scenario's runs, calls ``then(sc)`` (a page builds the views of its results:
+    ``view``; it reads them through ``read_replications``, which waits for a run still in progress on the other
+    worker and computes nothing twice).  Returns the number of runs queued."""
     if not ANTICIPATE or n_reps < 1:
         return 0
     ctx = get_script_run_ctx()
@@ -563,10 +623,12 @@ def anticipate(scenarios: Iterable[Scenario], strategies: list[str], n_reps: int
             break
         budget -= cost
         calls += [(sc, s, k) for s in strategies for k in range(n_reps)]
-
+        if then is not None:
+            calls.append((sc, None, -1))
+    n = sum(1 for c in calls if c[1] is not None)
     if calls:  # into the caches; a ValueError is the rerun's to report, if one asks for that run
-        SCHEDULER.submit(_session_key(ctx), _job(ctx), calls, speculative=True)
-    return len(calls)
+        SCHEDULER.submit(_session_key(ctx), _job(ctx, then=then), calls, speculative=True)
+    return n
 
 
 def run_replications(sc: Scenario, strategies: list[str], n_reps: int, trace: dict | None = None,

@@ -211,3 +211,52 @@ def test_long_runs_are_neither_anticipated_nor_kept_in_the_live_cache(monkeypatc
     monkeypatch.setattr(runner, "SMALL_RUN_REQUESTS", 1000)
     runner.run(sc.replace(seed=91_006))
     assert seen == ["big", "small"] and len(calls) == 2
+
+
+def _count_views(monkeypatch) -> list[tuple[str, str]]:
+    """(product, thread name) of every view the What-if page builds from now on (``page_whatif.verdict``,
+    ``table_html``, ``chart_svg``: what ``_kept`` builds, on a miss, in the script or on a worker)."""
+    import threading
+
+    built: list[tuple[str, str]] = []
+    for name in ("verdict", "table_html", "chart_svg"):
+        real = getattr(page_whatif, name)
+
+        def counted(*a, _real=real, _name=name, **k):
+            built.append((_name, threading.current_thread().name))
+            return _real(*a, **k)
+        monkeypatch.setattr(page_whatif, name, counted)
+    return built
+
+
+def test_a_step_to_an_anticipated_scenario_draws_the_views_built_ahead_and_they_are_the_fresh_ones(monkeypatch):
+    """After the runs of the next step, a worker builds its verdict, table and chart (``page_whatif._prebuild``) for
+    the session's settings: the step builds none of them, and draws what building them now from freshly computed
+    runs draws.  A setting the views were not built for (another baseline) builds its own, never a stale one."""
+    _wait_idle()
+    at = AppTest.from_file(MAIN, default_timeout=300)
+    at.query_params["duration_s"] = "120"
+    at.query_params["seed"] = "91006"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    _wait_idle()
+    built = _count_views(monkeypatch)
+    rate = at.slider(key="arrival_rate_rps").value
+    at.slider(key="arrival_rate_rps").set_value(rate + 0.5)
+    at.run()
+    assert not at.exception
+    assert [b for b in built if not b[1].startswith("whatif-sim")] == [], built   # nothing built in the script
+    state = at.session_state[controls.STATE_KEY]
+    sc, names = state.scenario, list(state.strategies)
+    n = int(at.session_state[page_whatif.K_REPS])
+    monkeypatch.undo()
+    fresh = {s: [runner.simulate(sc.replace(strategy=s, seed=sc.seed + k)).summary for k in range(n)] for s in names}
+    baseline = at.session_state[controls.BASELINE_KEY]
+    assert [h.value for h in at.get("html") if "wi-kpi" in h.value] == [page_whatif.table_html(fresh, baseline, n)]
+    text, _ = page_whatif.verdict(fresh, page_whatif.DEFAULT_OBJECTIVE)
+    assert at.info[0].value == text
+    other = next(s for s in names if s != baseline)
+    at.session_state[controls.BASELINE_KEY] = other   # (a full rerun: the settings row draws it)
+    at.run()
+    assert not at.exception and at.selectbox(key=controls.BASELINE_KEY).value == other
+    assert [h.value for h in at.get("html") if "wi-kpi" in h.value] == [page_whatif.table_html(fresh, other, n)]

@@ -165,3 +165,58 @@ def test_run_keys_are_the_capped_validated_scenario_and_memoised():
     for _ in range(2):
         with pytest.raises(ValueError, match="hot_set_k"):
             runner._run_key(bad.replace(hot_set_k=10_000), "hot_set", None)
+
+
+def test_views_are_built_once_per_key_and_the_least_recently_used_go_first(monkeypatch):
+    monkeypatch.setattr(runner, "VIEW_ENTRIES", 3)
+    monkeypatch.setattr(runner, "_VIEWS", type(runner._VIEWS)())
+    built = []
+
+    def build(k):
+        built.append(k)
+        return f"view {k}"
+    for k in ("a", "b", "a", "c"):
+        assert runner.view(("t", k), lambda k=k: build(k)) == f"view {k}"
+    assert built == ["a", "b", "c"]                  # "a" the second time: kept
+    first = runner.view(("t", "a"), lambda: build("a"))
+    runner.view(("t", "d"), lambda: build("d"))      # over the bound: "b", the least recently used, goes
+    assert list(runner._VIEWS) == [("t", "c"), ("t", "a"), ("t", "d")]
+    assert runner.view(("t", "a"), lambda: build("a")) is first and built == ["a", "b", "c", "d"]
+    runner.view(("t", "b"), lambda: build("b"))
+    assert built[-1] == "b"
+
+
+def test_the_replication_digest_names_the_runs_a_comparison_reads():
+    sc = legacy_preset("default", duration_s=20.0, warmup_s=2.0, arrival_rate_rps=8.0)
+    d = runner.replication_digest(sc, ["naive", "slora"], 3)
+    assert isinstance(d, bytes) and d == runner.replication_digest(runner.capped(sc), ["naive", "slora"], 3)
+    others = [runner.replication_digest(sc, ["slora", "naive"], 3), runner.replication_digest(sc, ["naive"], 3),
+              runner.replication_digest(sc, ["naive", "slora"], 2),
+              runner.replication_digest(sc.replace(seed=sc.seed + 1), ["naive", "slora"], 3),
+              runner.replication_digest(sc.replace(arrival_rate_rps=8.5), ["naive", "slora"], 3)]
+    assert len({d, *others}) == 6                    # order, strategies, replications, seed, scenario: all count
+    assert runner.replication_digest(sc.replace(hot_set_k=10_000), ["hot_set"], 1) is None
+
+
+def test_read_replications_in_this_thread_equals_the_workers_and_anticipate_then_follows_the_runs(monkeypatch):
+    import time
+    sc = legacy_preset("default", duration_s=20.0, warmup_s=2.0, arrival_rate_rps=8.0, seed=92_001, hot_set_k=16)
+    names = ["naive", "hot_set", "slora"]           # hot_set cannot run (hot_set_k above what the budget pins)
+    got = runner.read_replications(sc, names, 2)
+    want = runner.run_replications(sc, names, 2)
+    assert got[1] == want[1] and got[2] == want[2] and list(got[2]) == ["hot_set"]
+    assert {s: r["summary"] for s, r in got[0].items()} == {s: r["summary"] for s, r in want[0].items()}
+    nxt = sc.replace(arrival_rate_rps=8.5, hot_set_k=8)
+    seen, sims = [], []
+    real = runner.simulate_summary
+    monkeypatch.setattr(runner, "simulate_summary", lambda s, *a, **k: sims.append(s.seed) or real(s, *a, **k))
+
+    def then(s):  # on a worker, queued after nxt's runs: reads them (one still running elsewhere: waited for)
+        results, reps, failed = runner.read_replications(s, ["naive", "slora"], 2)
+        seen.append((s.arrival_rate_rps, sorted(results), [len(r) for r in reps.values()], failed))
+    assert runner.anticipate([nxt], ["naive", "slora"], 2, then) == 4
+    deadline = time.monotonic() + 120
+    while (runner.SCHEDULER.pending() or not seen) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert seen == [(8.5, ["naive", "slora"], [2, 2], {})]
+    assert sims == [nxt.seed + 1] * 2                # each summary computed once: then computed nothing again
