@@ -594,17 +594,14 @@ def split_legend_html(splits: Iterable[str], note: str = "") -> str:
 
 
 def log_ticks(lo: float, hi: float) -> list[float]:
-    """Tick values for a log axis over [lo, hi]: 1-2-5 x 10^k, or decades only over more than 3 decades."""
+    """Tick values for a log axis over [lo, hi] (values, > 0): the SVG charts' rule (``svgchart._log_ticks``: the
+    powers of 10 inside, every k-th beyond 10 decades, with their 2 and 5 multiples under 3 decades; linear ticks
+    when fewer than two fall inside), each to 12 significant digits; [] for an empty or invalid range."""
+    from app.svgchart import _log_ticks  # (here: svgchart builds on this module's frames and colours)
+
     if not (lo > 0 and hi > lo and np.isfinite(lo) and np.isfinite(hi)):
         return []
-    mults = (1.0,) if hi / lo > 1e3 else (1.0, 2.0, 5.0)
-    out = []
-    for k in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1):
-        for m in mults:
-            v = m * 10.0 ** k
-            if lo <= v <= hi:
-                out.append(float(f"{v:.12g}"))
-    return out
+    return [float(f"{v:.12g}") for v in _log_ticks(math.log10(lo), math.log10(hi))]
 
 
 def _split_scales(splits: Iterable[str]) -> tuple[list[str], alt.Scale, alt.Scale]:

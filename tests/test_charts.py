@@ -501,6 +501,12 @@ def test_log_ticks_and_split_legend():
     assert charts.log_ticks(30, 2e6) == [100, 1e3, 1e4, 1e5, 1e6]  # decades only over a wide span
     assert charts.log_ticks(0.5, 40) == [0.5, 1, 2, 5, 10, 20]
     assert charts.log_ticks(0, 10) == [] and charts.log_ticks(5, 5) == []
+    # one rule with the SVG charts' axis (svgchart._log_ticks): inside one decade with no 1, 2 or 5 in it, linear
+    # ticks (never a single tick); over more than ten decades, every k-th power only
+    narrow = charts.log_ticks(0.61, 0.93)
+    assert len(narrow) >= 2 and all(0.61 <= v <= 0.93 for v in narrow)
+    wide = charts.log_ticks(1e-3, 1e12)
+    assert 2 <= len(wide) <= 8 and wide == [v for v in [10.0**k for k in range(-3, 13)] if v in wide]
     html = charts.split_legend_html(["held-out", "train"], "note")
     assert html.index("train") < html.index("held-out")  # fixed order
     assert charts.SPLIT_STYLE["held-out"][0] in html and "note" in html
