@@ -13,6 +13,7 @@ functions:
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 
 import altair as alt
@@ -594,14 +595,70 @@ def split_legend_html(splits: Iterable[str], note: str = "") -> str:
 
 
 def log_ticks(lo: float, hi: float) -> list[float]:
-    """Tick values for a log axis over [lo, hi] (values, > 0): the SVG charts' rule (``svgchart._log_ticks``: the
-    powers of 10 inside, every k-th beyond 10 decades, with their 2 and 5 multiples under 3 decades; linear ticks
-    when fewer than two fall inside), each to 12 significant digits; [] for an empty or invalid range."""
-    from app.svgchart import _log_ticks  # (here: svgchart builds on this module's frames and colours)
-
+    """Tick values for a log axis over [lo, hi] (values, > 0): ``_log_ticks``' rule (the SVG charts' axis too), each
+    to 12 significant digits; [] for an empty or invalid range."""
     if not (lo > 0 and hi > lo and np.isfinite(lo) and np.isfinite(hi)):
         return []
     return [float(f"{v:.12g}") for v in _log_ticks(math.log10(lo), math.log10(hi))]
+
+
+#: log10 of the smallest and largest positive floats.
+_LOG10_MIN, _LOG10_MAX = math.log10(5e-324), math.log10(sys.float_info.max)
+
+
+def _widen(lo: float, hi: float) -> tuple[float, float]:
+    """``[lo, hi]``, widened around its centre when it is a single value (or too narrow to divide by)."""
+    half = hi / 2 - lo / 2
+    if half > 1e-300 and half > 1e-9 * max(abs(lo), abs(hi)):
+        return lo, hi
+    c = lo / 2 + hi / 2
+    h = abs(c) * 0.1 if abs(c) > 1e-200 else 1.0
+    a, b = c - h, c + h
+    return (a if math.isfinite(a) else c), (b if math.isfinite(b) else c)
+
+
+def _nice_ticks(lo: float, hi: float) -> tuple[np.ndarray, float, int]:
+    """Ticks at multiples of a 1, 2 or 5 x 10^k step, 4-8 of them inside ``[lo, hi]`` (a 2.5 x 10^k step
+    when no 1-2-5 step gives 4-8); returns (ticks, step, decimals the step needs)."""
+    e = math.floor(math.log10(hi / 2 - lo / 2) + math.log10(2))
+    best = None
+    for k in (e, e - 1, e - 2):
+        for m in (5.0, 2.5, 2.0, 1.0):
+            s = m * 10.0**k
+            if not math.isfinite(s) or s <= 0:
+                continue
+            i0, i1 = math.ceil(lo / s - 1e-9), math.floor(hi / s + 1e-9)
+            n = i1 - i0 + 1
+            if 4 <= n <= 8:
+                key = (m == 2.5, abs(n - 6), n)
+                if best is None or key < best[0]:
+                    best = (key, i0, i1, m, k)
+    if best is None:  # unreachable in exact arithmetic; keep the domain's ends
+        return np.array([lo, hi]), hi - lo, 2
+    _, i0, i1, m, k = best
+    i = np.arange(i0, i1 + 1, dtype=float) * m
+    ticks = i * 10.0**k if k >= 0 else i / 10.0**-k  # dividing keeps 0.1, 0.3 exact-looking
+    return ticks, m * 10.0**k, max(0, -k + (m == 2.5))
+
+
+def _log_ticks(lo: float, hi: float) -> np.ndarray:
+    """Ticks for a log axis whose domain is ``[lo, hi]`` in log10 units: the powers of 10 inside (every
+    k-th beyond 10 decades), plus their 2 and 5 multiples under 3 decades (a TTFT CDF from 20 ms to 3 s reads
+    20, 50, 100, ..., 2,000); at least 2 ticks."""
+    k = np.arange(math.ceil(lo - 1e-9), math.floor(hi + 1e-9) + 1)
+    if len(k) > 10:
+        k = k[k % math.ceil(len(k) / 8) == 0]
+    ticks = 10.0 ** k.astype(float)
+    if hi - lo < 3:
+        more = [m * 10.0**j for j in range(math.floor(lo) - 1, min(math.ceil(hi), 307) + 1) for m in (2.0, 5.0)]
+        more = [t for t in more if t > 0 and lo - 1e-9 <= math.log10(t) <= hi + 1e-9]
+        ticks = np.sort(np.concatenate([ticks, more]))
+    if len(ticks) < 2:  # under a decade with no 1, 2 or 5 inside: linear nice ticks, else the two ends
+        a, b = max(10.0**lo, 5e-324), 10.0 ** min(hi, _LOG10_MAX - 1e-9)
+        ticks = _nice_ticks(*_widen(a, b))[0]
+        if (ticks <= 0).any() or len(ticks) < 2:
+            ticks = np.array([a, b])
+    return ticks
 
 
 def _split_scales(splits: Iterable[str]) -> tuple[list[str], alt.Scale, alt.Scale]:
