@@ -576,8 +576,9 @@ def _anticipate(state, n_reps: int, auto: bool = False) -> None:
     then = None
     if not auto:
         chart = (ss.get(K_CHART) or DEFAULT_CHART) if (ss.get(K_DETAIL) or DEFAULT_DETAIL) == "chart" else None
+        log_x = bool(ss.get(K_LOG, True)) if chart == "cdf" else True  # (as _charts keys it)
         then = functools.partial(_prebuild, tuple(state.strategies), n_reps, ss.get(K_OBJECTIVE) or DEFAULT_OBJECTIVE,
-                                 ss.get(controls.BASELINE_KEY), chart, bool(ss.get(K_LOG, True)))
+                                 ss.get(controls.BASELINE_KEY), chart, log_x)
     runner.anticipate(scenarios, state.strategies, n_reps, then)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from conftest import kpi_tables
+from conftest import kpi_tables, svg_charts
 from legacy import legacy_preset
 from streamlit.testing.v1 import AppTest
 from test_app_sessions import WAIT, sched  # noqa: F401  (sched: the gated scheduler fixture)
@@ -260,3 +260,14 @@ def test_a_step_to_an_anticipated_scenario_draws_the_views_built_ahead_and_they_
     at.run()
     assert not at.exception and at.selectbox(key=controls.BASELINE_KEY).value == other
     assert [h.value for h in at.get("html") if "wi-kpi" in h.value] == [page_whatif.table_html(fresh, other, n)]
+    # another chart, and the CDF's axis switched off: the next step finds that chart built too (its key as _charts')
+    at.session_state[page_whatif.K_CHART] = "breakdown"
+    at.session_state[page_whatif.K_LOG] = False
+    at.run()
+    assert not at.exception
+    _wait_idle()
+    built = _count_views(monkeypatch)
+    at.slider(key="arrival_rate_rps").set_value(rate + 1.0)   # one step up again: anticipated by the runs above
+    at.run()
+    assert not at.exception and len(svg_charts(at)) == 1
+    assert [b for b in built if not b[1].startswith("whatif-sim")] == [], built
