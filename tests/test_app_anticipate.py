@@ -171,14 +171,20 @@ def test_anticipated_values_follow_the_slider_that_moved():
         [rate + 0.5, rate - 0.5]
 
 
-def test_the_next_arrival_rate_step_on_the_whatif_page_is_a_cache_hit(monkeypatch):
-    calls = _count_simulations(monkeypatch)
+def _whatif(seed: int) -> AppTest:
+    """The What-if page on a 120 s scenario of its own ``seed``, run once, the server's speculation done."""
     at = AppTest.from_file(MAIN, default_timeout=300)
     at.query_params["duration_s"] = "120"
-    at.query_params["seed"] = "91004"
+    at.query_params["seed"] = str(seed)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     _wait_idle()
+    return at
+
+
+def test_the_next_arrival_rate_step_on_the_whatif_page_is_a_cache_hit(monkeypatch):
+    calls = _count_simulations(monkeypatch)
+    at = _whatif(91004)
     rate = at.slider(key="arrival_rate_rps").value
     n = len(at.multiselect(key="strategy").value) * at.number_input(key=page_whatif.K_REPS).value
     ran = {r: sum(c.endswith(f" {r:g}") for c in calls) for r in (rate, rate + 0.5, rate - 0.5)}
@@ -234,12 +240,7 @@ def test_a_step_to_an_anticipated_scenario_draws_the_views_built_ahead_and_they_
     the session's settings: the step builds none of them, and draws what building them now from freshly computed
     runs draws.  A setting the views were not built for (another baseline) builds its own, never a stale one."""
     _wait_idle()
-    at = AppTest.from_file(MAIN, default_timeout=300)
-    at.query_params["duration_s"] = "120"
-    at.query_params["seed"] = "91006"
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    _wait_idle()
+    at = _whatif(91006)
     built = _count_views(monkeypatch)
     rate = at.slider(key="arrival_rate_rps").value
     at.slider(key="arrival_rate_rps").set_value(rate + 0.5)
