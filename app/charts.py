@@ -147,20 +147,23 @@ def cdf_frame(requests: Mapping[str, pd.DataFrame], window: tuple[float, float] 
     as the engine's summary).
     """
     p = cdf_probabilities(n_points)
-    parts = []
-    for s, req in requests.items():
-        r = req[req["completed"]]
+    names, qs = [], []
+    for s, req in requests.items():  # (the three columns it reads, as arrays: no copy of the frame's rows)
+        keep = req["completed"].to_numpy(dtype=bool)
         if window is not None:
-            r = r[(r["arrival_s"] >= window[0]) & (r["arrival_s"] < window[1])]
-        x = r["ttft_ms"].to_numpy(dtype=float)
+            arr = req["arrival_s"].to_numpy(dtype=float)
+            keep = keep & (arr >= window[0]) & (arr < window[1])
+        x = req["ttft_ms"].to_numpy(dtype=float)[keep]
         x = x[np.isfinite(x)]
         if len(x) == 0:
             continue
-        parts.append(pd.DataFrame({"strategy": s, "ttft_ms": np.quantile(x, p), "cdf": p}))
-    if not parts:
+        names.append(s)
+        qs.append(np.quantile(x, p))
+    if not names:
         return pd.DataFrame({"strategy": pd.Series(dtype=str), "ttft_ms": pd.Series(dtype=float),
                              "cdf": pd.Series(dtype=float)})
-    return pd.concat(parts, ignore_index=True)
+    return pd.DataFrame({"strategy": np.repeat(np.array(names, dtype=object), len(p)),
+                         "ttft_ms": np.concatenate(qs), "cdf": np.tile(p, len(names))})
 
 
 # ------------------------------------------------------------- TTFT breakdown
@@ -185,16 +188,20 @@ def breakdown_frame(summaries: Mapping[str, Mapping[str, float]]) -> pd.DataFram
 def timeseries_frame(timeseries: Mapping[str, pd.DataFrame], metrics: Sequence[str] = tuple(TS_METRICS),
                      max_points: int = TS_MAX_POINTS, t_max: float | None = None) -> pd.DataFrame:
     """Long frame (strategy, t_s, metric, value), at most ``max_points`` per strategy and metric."""
-    parts = []
-    for s, ts in timeseries.items():
-        t = ts if t_max is None else ts[ts["t_s"] <= t_max]
-        t = downsample(t, max_points)
+    cols: dict[str, list] = {"strategy": [], "t_s": [], "metric": [], "value": []}
+    for s, ts in timeseries.items():  # (one frame built at the end, from arrays)
+        t_s = ts["t_s"].to_numpy(dtype=float)
+        rows = np.arange(len(t_s)) if t_max is None else np.flatnonzero(t_s <= t_max)
+        if len(rows) > max_points:  # (downsample's rows)
+            rows = rows[np.unique(np.linspace(0, len(rows) - 1, max_points).round().astype(int))]
         for m in metrics:
-            parts.append(pd.DataFrame({"strategy": s, "t_s": t["t_s"].to_numpy(dtype=float),
-                                       "metric": m, "value": t[m].to_numpy(dtype=float)}))
-    if not parts:
+            cols["strategy"].append(np.full(len(rows), s, dtype=object))
+            cols["t_s"].append(t_s[rows])
+            cols["metric"].append(np.full(len(rows), m, dtype=object))
+            cols["value"].append(ts[m].to_numpy(dtype=float)[rows])
+    if not cols["t_s"]:
         return pd.DataFrame(columns=["strategy", "t_s", "metric", "value"])
-    return pd.concat(parts, ignore_index=True)
+    return pd.DataFrame({k: np.concatenate(v) for k, v in cols.items()})
 
 
 # --------------------------------------------------------------------- sweeps

@@ -6,6 +6,8 @@ from xml.etree import ElementTree
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from legacy import legacy_preset
 
 from app import charts, svgchart
@@ -721,3 +723,65 @@ def test_plan_replicas_chart_from_a_real_plan():
     pd.testing.assert_frame_equal(charts.plan_replicas_frame(res.table, fields=list(res.grid)), d)
     for axis in charts.REPLICAS_COST:
         charts.plan_replicas_chart(res.table, res.runs, axis, list(res.grid)).to_dict()
+
+
+# ------------------------------------- the chart frames against the pandas code they replaced (the slow reference)
+def _cdf_frame_ref(requests, window=None, n_points=charts.CDF_POINTS):
+    p = charts.cdf_probabilities(n_points)
+    parts = []
+    for s, req in requests.items():
+        r = req[req["completed"]]
+        if window is not None:
+            r = r[(r["arrival_s"] >= window[0]) & (r["arrival_s"] < window[1])]
+        x = r["ttft_ms"].to_numpy(dtype=float)
+        x = x[np.isfinite(x)]
+        if len(x) == 0:
+            continue
+        parts.append(pd.DataFrame({"strategy": s, "ttft_ms": np.quantile(x, p), "cdf": p}))
+    if not parts:
+        return pd.DataFrame({"strategy": pd.Series(dtype=str), "ttft_ms": pd.Series(dtype=float),
+                             "cdf": pd.Series(dtype=float)})
+    return pd.concat(parts, ignore_index=True)
+
+
+def _timeseries_frame_ref(timeseries, metrics=tuple(charts.TS_METRICS), max_points=charts.TS_MAX_POINTS, t_max=None):
+    parts = []
+    for s, ts in timeseries.items():
+        t = ts if t_max is None else ts[ts["t_s"] <= t_max]
+        t = charts.downsample(t, max_points)
+        for m in metrics:
+            parts.append(pd.DataFrame({"strategy": s, "t_s": t["t_s"].to_numpy(dtype=float),
+                                       "metric": m, "value": t[m].to_numpy(dtype=float)}))
+    if not parts:
+        return pd.DataFrame(columns=["strategy", "t_s", "metric", "value"])
+    return pd.concat(parts, ignore_index=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(0, 400), min_size=0, max_size=4), seed=st.integers(0, 2**31 - 1),
+       window=st.one_of(st.none(), st.tuples(st.integers(0, 50).map(float), st.integers(0, 100).map(float))),
+       n_points=st.integers(2, 300), nan_share=st.sampled_from([0.0, 0.3, 1.0]))
+def test_cdf_frame_equals_the_pandas_reference(sizes, seed, window, n_points, nan_share):
+    rng = np.random.default_rng(seed)
+    reqs = {}
+    for i, n in enumerate(sizes):
+        ttft = rng.lognormal(3, 1, n)
+        ttft[rng.random(n) < nan_share] = np.nan
+        reqs[f"s{i}"] = pd.DataFrame({"arrival_s": rng.integers(0, 100, n).astype(float), "ttft_ms": ttft,  # (ties)
+                                      "completed": rng.random(n) < 0.9, "other": np.arange(n)})
+    pd.testing.assert_frame_equal(charts.cdf_frame(reqs, window, n_points), _cdf_frame_ref(reqs, window, n_points))
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(0, 900), min_size=0, max_size=4), max_points=st.integers(2, 500),
+       t_max=st.one_of(st.none(), st.integers(-1, 1000).map(lambda k: k * 0.3)),  # (on _timeseries' grid: ties)
+       n_metrics=st.integers(1, len(charts.TS_METRICS)))
+def test_timeseries_frame_equals_the_pandas_reference(sizes, max_points, t_max, n_metrics):
+    ts = {f"s{i}": _timeseries(n) for i, n in enumerate(sizes)}
+    metrics = list(charts.TS_METRICS)[:n_metrics]
+    got = charts.timeseries_frame(ts, metrics, max_points, t_max)
+    want = _timeseries_frame_ref(ts, metrics, max_points, t_max)
+    if len(want) == 0:
+        assert len(got) == 0 and list(got.columns) == list(want.columns)
+    else:
+        pd.testing.assert_frame_equal(got, want)
