@@ -202,6 +202,13 @@ def sequential_values(reps: Mapping[str, Sequence[Mapping]], objective: str) -> 
     return {s: v for s, v in vals.items() if all(math.isfinite(x) for x in v)}
 
 
+def _replications(sc, strategies: list[str], n_reps: int, trace=None, first: int = 0):
+    """``runner.run_replications``, read in this thread when every run is cached (``runner.cached_replications``;
+    a replayed trace's are not tracked: the workers)."""
+    found = None if trace is not None else runner.cached_replications(sc, strategies, n_reps, first)
+    return found if found is not None else runner.run_replications(sc, strategies, n_reps, trace, first=first)
+
+
 def run_until_decided(sc, strategies: list[str], cap: int, objective: str, trace=None):
     """Replications with common random numbers until ``engine.decide`` settles the verdict (a win, or a tie within
     ±5 % of the leader, at an overall 5 % error rate spread over the looks), at most ``cap``: each look runs only
@@ -209,14 +216,14 @@ def run_until_decided(sc, strategies: list[str], cap: int, objective: str, trace
     fixed count.  Returns (results, reps, failed, decision or None then)."""
     _, higher = OBJECTIVES[objective]
     n = min(2, cap)
-    results, reps, failed = runner.run_replications(sc, strategies, n, trace)
+    results, reps, failed = _replications(sc, strategies, n, trace)
     while True:
         vals = sequential_values(reps, objective)
         decision = decide(vals, higher, max_reps=cap) if len(vals) >= 2 and n >= 2 else None
         if n >= cap or (decision is not None and decision.status != "undecided"):
             return results, reps, failed, decision
         more = cap if decision is None else n + 1  # nothing to decide (one contender): the table's replications
-        _, new, bad = runner.run_replications(sc, list(reps), more, trace, first=n)
+        _, new, bad = _replications(sc, list(reps), more, trace, first=n)
         for s_, msg in bad.items():
             failed[s_] = msg
             results.pop(s_, None)
@@ -727,7 +734,8 @@ def _compare(state: controls.AppState) -> tuple | None:
 
     # ----------------------------------------------- details: one at a time, built only when open
     if trace is None:
-        _anticipate(state, min(2, cap) if auto and cap >= 2 else n_reps, auto)
+        # (until decided: as many replications as this step took, at least the first look's two)
+        _anticipate(state, max(min(2, cap), n_reps) if auto else n_reps, auto)
     snap = results, summaries, sc, list(state.strategies), n_reps, baseline, trace
     detail = st.segmented_control("Details", list(DETAILS), format_func=DETAILS.__getitem__, default=DEFAULT_DETAIL,
                                   required=True, key=K_DETAIL, label_visibility="collapsed") or DEFAULT_DETAIL

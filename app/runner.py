@@ -228,20 +228,22 @@ def _summary_call(sc: Scenario, strategy: str | None = None, seed: int | None = 
     return ("summary", js), lambda: _summary(js, ENGINE_VERSION)
 
 
-def cached_replications(sc: Scenario, strategies: list[str], n_reps: int
+def cached_replications(sc: Scenario, strategies: list[str], n_reps: int, first: int = 0
                         ) -> tuple[dict[str, dict], dict[str, list[dict]], dict[str, str]] | None:
-    """What ``run_replications(sc, strategies, n_reps)`` returns, read from the caches in this thread when every run
-    is there (a slider step the server anticipated, a rerun for a page-local control, a shared scenario): no worker
-    hand-off, no spinner; None when some run is not cached (or is not a generated live-view run: only the small
-    runs' cache is tracked against its size, ``_DONE_BOUND``)."""
+    """What ``run_replications(sc, strategies, n_reps, first=first)`` returns, read from the caches in this thread
+    when every run is there (a slider step the server anticipated, a rerun for a page-local control, a shared
+    scenario, a later look of a sequential comparison): no worker hand-off, no spinner; None when some run is not
+    cached (or is not a generated live-view run: only the small runs' cache is tracked against its size,
+    ``_DONE_BOUND``)."""
     calls = []  # (strategy, key, call): the runs _job makes, in its order
     try:
         for s in strategies:
             key, call, small = _full_call(sc, s)
             if not small:
                 return None
-            calls.append((s, key, call))
-            calls += [(s, *_summary_call(sc, s, sc.seed + k)) for k in range(1, n_reps)]
+            if first == 0:
+                calls.append((s, key, call))
+            calls += [(s, *_summary_call(sc, s, sc.seed + k)) for k in range(max(1, first), n_reps)]
     except ValueError:
         return None  # (the workers' jobs report it)
     with _INFLIGHT_LOCK:
@@ -254,7 +256,7 @@ def cached_replications(sc: Scenario, strategies: list[str], n_reps: int
             results[s] = once(key, call)
             reps[s] = [results[s]["summary"]]
         else:
-            reps[s].append(once(key, call))
+            reps.setdefault(s, []).append(once(key, call))
     return results, reps, {}
 
 

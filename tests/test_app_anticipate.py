@@ -272,3 +272,31 @@ def test_a_step_to_an_anticipated_scenario_draws_the_views_built_ahead_and_they_
     at.run()
     assert not at.exception and len(svg_charts(at)) == 1
     assert [b for b in built if not b[1].startswith("whatif-sim")] == [], built
+
+
+def test_until_decided_a_step_to_an_anticipated_scenario_reads_its_looks_from_the_cache(monkeypatch):
+    """With "Until decided" on, the server anticipates as many replications as the step took (at least two), and a
+    step to an anticipated scenario reads every look in the script (``runner.cached_replications``), never through
+    the workers; it shows what computing the looks afresh shows."""
+    _wait_idle()
+    at = AppTest.from_file(MAIN, default_timeout=300)
+    at.query_params.update({"duration_s": "120", "seed": "91007", page_whatif.K_AUTO: "true"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state[page_whatif.K_AUTO] is True
+    _wait_idle()
+    handed = []
+    real = runner.run_replications
+    monkeypatch.setattr(runner, "run_replications", lambda *a, **k: handed.append(a[2]) or real(*a, **k))
+    rate = at.slider(key="arrival_rate_rps").value
+    at.slider(key="arrival_rate_rps").set_value(rate + 0.5)
+    at.run()
+    assert not at.exception and handed == [], handed
+    shown = [i.value for i in at.info]
+    monkeypatch.undo()
+    state = at.session_state[controls.STATE_KEY]
+    cap = int(at.session_state[page_whatif.K_REPS])
+    _, reps, _, decision = page_whatif.run_until_decided(state.scenario, list(state.strategies), cap,
+                                                          page_whatif.DEFAULT_OBJECTIVE)
+    text, _ = page_whatif.sequential_banner(*page_whatif.verdict(reps, page_whatif.DEFAULT_OBJECTIVE), decision)
+    assert shown[0] == text

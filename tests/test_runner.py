@@ -110,6 +110,9 @@ def test_cached_replications_read_what_the_workers_computed_and_nothing_else():
         pd.testing.assert_frame_equal(g_results[s]["requests"], results[s]["requests"])
         assert g_results[s]["summary"] == results[s]["summary"]
     assert runner.cached_replications(sc, strategies, 3) is None  # replication 3 was never run
+    later = runner.cached_replications(sc, strategies, 2, first=1)  # a later look: replication 2 alone
+    assert later == runner.run_replications(sc, strategies, 2, first=1) == ({}, {s: reps[s][1:] for s in reps}, {})
+    assert runner.cached_replications(sc, strategies, 3, first=2) is None
     assert runner.cached_replications(sc, strategies + ["vllm"], 2) is None
     assert runner.cached_replications(sc.replace(seed=4243), strategies, 2) is None
     long = sc.replace(duration_s=float(np.ceil(2 * runner.SMALL_RUN_REQUESTS / sc.arrival_rate_rps)))

@@ -17,7 +17,8 @@ MAIN = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
 
 
 def _fake_runs(monkeypatch, table: dict[str, list[float]]):
-    """run_replications returning ``table[s][k]`` as the objective of replication k; records each call's n."""
+    """run_replications returning ``table[s][k]`` as the objective of replication k (nothing read from the caches);
+    records each call's (first, n)."""
     calls = []
 
     def fake(sc, strategies, n, trace=None, first=0):
@@ -26,6 +27,7 @@ def _fake_runs(monkeypatch, table: dict[str, list[float]]):
                 for s in strategies}
         return ({s: {"summary": r[0]} for s, r in reps.items()} if first == 0 else {}), reps, {}
     monkeypatch.setattr(page_whatif.runner, "run_replications", fake)
+    monkeypatch.setattr(page_whatif.runner, "cached_replications", lambda *a, **k: None)  # (every look: a run)
     return calls
 
 
