@@ -734,8 +734,8 @@ def _compare(state: controls.AppState) -> tuple | None:
 
     # ----------------------------------------------- details: one at a time, built only when open
     if trace is None:
-        # (until decided: as many replications as this step took, at least the first look's two)
-        _anticipate(state, max(min(2, cap), n_reps) if auto else n_reps, auto)
+        # (until decided: as many replications as this step's looks took)
+        _anticipate(state, n_reps, auto)
     snap = results, summaries, sc, list(state.strategies), n_reps, baseline, trace
     detail = st.segmented_control("Details", list(DETAILS), format_func=DETAILS.__getitem__, default=DEFAULT_DETAIL,
                                   required=True, key=K_DETAIL, label_visibility="collapsed") or DEFAULT_DETAIL

@@ -235,29 +235,21 @@ def cached_replications(sc: Scenario, strategies: list[str], n_reps: int, first:
     scenario, a later look of a sequential comparison): no worker hand-off, no spinner; None when some run is not
     cached (or is not a generated live-view run: only the small runs' cache is tracked against its size,
     ``_DONE_BOUND``)."""
-    calls = []  # (strategy, key, call): the runs _job makes, in its order
+    keys = []  # the ``once`` keys of the runs _job makes
     try:
         for s in strategies:
-            key, call, small = _full_call(sc, s)
+            key, _, small = _full_call(sc, s)
             if not small:
                 return None
             if first == 0:
-                calls.append((s, key, call))
-            calls += [(s, *_summary_call(sc, s, sc.seed + k)) for k in range(max(1, first), n_reps)]
+                keys.append(key)
+            keys += [_summary_call(sc, s, sc.seed + k)[0] for k in range(max(1, first), n_reps)]
     except ValueError:
         return None  # (the workers' jobs report it)
     with _INFLIGHT_LOCK:
-        if not all(key[1] in _DONE[key[0]] for _, key, _ in calls):
+        if not all(key[1] in _DONE[key[0]] for key in keys):
             return None
-    results: dict[str, dict] = {}
-    reps: dict[str, list[dict]] = {}
-    for s, key, call in calls:
-        if key[0] == "full":
-            results[s] = once(key, call)
-            reps[s] = [results[s]["summary"]]
-        else:
-            reps.setdefault(s, []).append(once(key, call))
-    return results, reps, {}
+    return read_replications(sc, strategies, n_reps, first)  # (every read a cache hit)
 
 
 def replication_digest(sc: Scenario, strategies: Iterable[str], n_reps: int) -> bytes | None:
@@ -297,20 +289,25 @@ def view(key: Hashable, build: Callable[[], Any]) -> Any:
     return value
 
 
-def read_replications(sc: Scenario, strategies: list[str], n_reps: int
+def read_replications(sc: Scenario, strategies: list[str], n_reps: int, first: int = 0
                       ) -> tuple[dict[str, dict], dict[str, list[dict]], dict[str, str]]:
-    """What ``run_replications`` returns, read (or computed) through the caches in this thread, one run after the
-    other: for a worker's job (``anticipate``'s ``then``), which must not wait for the workers."""
+    """What ``run_replications(sc, strategies, n_reps, first=first)`` returns, read (or computed) through the caches
+    in this thread, one run after the other: for a worker's job (``anticipate``'s ``then``), which must not wait for
+    the workers, and for ``cached_replications``."""
     results: dict[str, dict] = {}
     reps: dict[str, list[dict]] = {}
     failed: dict[str, str] = {}
     for s in strategies:
         try:
-            results[s] = run(sc, None, s)
-            reps[s] = [results[s]["summary"]] + [summary(sc, s, sc.seed + k) for k in range(1, n_reps)]
+            got = [run(sc, None, s)] if first == 0 else []
+            got_reps = [got[0]["summary"]] if got else []
+            got_reps += [summary(sc, s, sc.seed + k) for k in range(max(1, first), n_reps)]
         except ValueError as e:
             failed[s] = str(e)
-            results.pop(s, None)
+            continue
+        if got:
+            results[s] = got[0]
+        reps[s] = got_reps
     return results, reps, failed
 
 
