@@ -168,4 +168,4 @@ def render() -> None:
     with st.expander("Data (verdict, margin and its CI per cell)"):
         st.dataframe(table, hide_index=True, width="stretch")
         st.download_button("Crossover CSV", exports.csv_bytes(table), file_name=f"crossover_{x}_{y}.csv",
-                           mime="text/csv", key="dl_crossover", icon=":material/download:")
+                           mime="text/csv", on_click="ignore", key="dl_crossover", icon=":material/download:")

@@ -458,7 +458,7 @@ def render() -> None:
     if c["reps"] == 2:
         ci_note += " With 2 replications the CIs are wide (t = 12.7); use 3 to 5 for tighter ones."
     st.caption(f"{ci_note} Deltas are against {REFERENCE} on the same seeds. {PAGED_NOTE}")
-    st.download_button("Table CSV", exports.csv_bytes(table), mime="text/csv", key="dl_kv_table",
+    st.download_button("Table CSV", exports.csv_bytes(table), mime="text/csv", on_click="ignore", key="dl_kv_table",
                        file_name=f"kv_{c['model']}_{c['workload']}_{c['memory_mode']}_{c['allocator']}.csv",
                        icon=":material/download:", help="The table above, one row per policy.")
 

@@ -1155,7 +1155,7 @@ def _results(last: dict, current: Inputs | None) -> None:
         st.markdown("Why no configuration qualifies:\n\n" + "\n".join(
             f"- **{charts.plan_label(r, fields)}**: {r['reason']}" for _, r in failing.iterrows()))
     st.download_button("Plan CSV", exports.csv_bytes(table), file_name="plan.csv", mime="text/csv",
-                       key="dl_plan", icon=":material/download:")
+                       on_click="ignore", key="dl_plan", icon=":material/download:")
 
     fleet = objective == "min_replicas"
     head, tog = st.columns([3, 1.4], vertical_alignment="bottom")

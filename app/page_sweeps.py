@@ -152,4 +152,4 @@ def render() -> None:
         table = agg.pivot_table(index=["x", "strategy"], columns="metric", values="mean").reset_index()
         st.dataframe(table, hide_index=True, width="stretch")
         st.download_button("Sweep CSV", exports.csv_bytes(agg), file_name=f"sweep_{x}.csv",
-                           mime="text/csv", key="dl_sweep", icon=":material/download:")
+                           mime="text/csv", on_click="ignore", key="dl_sweep", icon=":material/download:")

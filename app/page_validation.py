@@ -1009,7 +1009,7 @@ def _dataset_section(ds: Dataset, table: pd.DataFrame | None, error: str | None)
         st.dataframe(per_run, hide_index=True, width="stretch", key=f"val_{ds.key}_runs",
                      column_config={"rel_error": st.column_config.NumberColumn("rel_error", format="percent")})
         st.download_button("Download CSV", data=exports.csv_bytes(table), file_name=ds.csv,
-                           mime="text/csv", key=f"dl_val_{ds.key}", icon=":material/download:")
+                           mime="text/csv", on_click="ignore", key=f"dl_val_{ds.key}", icon=":material/download:")
 
 
 # ------------------------------------------------------------------ upload and fit
@@ -1123,8 +1123,8 @@ def _fit_result(fit: dict) -> None:
 
     b1, b2, _ = st.columns([1, 1, 2])
     b1.download_button("Fitted scenario.json", data=exports.scenario_json(Scenario.from_json(fit["scenario_json"])),
-                       file_name="scenario_fitted.json", mime="application/json", key="dl_fitted_scenario",
-                       icon=":material/download:", width="stretch",
+                       file_name="scenario_fitted.json", mime="application/json", on_click="ignore",
+                       key="dl_fitted_scenario", icon=":material/download:", width="stretch",
                        help="The base scenario with the fitted values: restore it on the What-if page, or pass it "
                             "to the engine (`python -m engine run --scenario ...`).")
     if b2.button("Use on the What-if page", type="primary", key="use_fitted", icon=":material/arrow_forward:",
@@ -1479,16 +1479,18 @@ def _tool_result(fit: dict) -> None:
                         "--max-loras and policy serve this traffic with the fitted cost model."):
         st.switch_page(st.Page(page_plan.render, url_path=PLAN_PAGE), query_params={})
     b[2].download_button("fitted.json", data=exports.scenario_json(sc), file_name="fitted.json",
-                         mime="application/json", key=_tool_key("dl_fitted"), icon=":material/download:",
-                         width="stretch", help="The fitted scenario: `python -m engine run --scenario fitted.json`, "
-                                               "or restore it on the What-if page.")
-    b[3].download_button("Provenance JSON", data=(json.dumps(fit["provenance"], indent=2, default=str) + "\n").encode(),
-                         file_name="fitted_provenance.json", mime="application/json", key=_tool_key("dl_provenance"),
+                         mime="application/json", on_click="ignore", key=_tool_key("dl_fitted"),
                          icon=":material/download:", width="stretch",
+                         help="The fitted scenario: `python -m engine run --scenario fitted.json`, or restore it on "
+                              "the What-if page.")
+    b[3].download_button("Provenance JSON", data=(json.dumps(fit["provenance"], indent=2, default=str) + "\n").encode(),
+                         file_name="fitted_provenance.json", mime="application/json", on_click="ignore",
+                         key=_tool_key("dl_provenance"), icon=":material/download:", width="stretch",
                          help="What the fitted scenario comes from: files, tools, date, split, errors, diagnostics "
                               "(as python -m engine calibrate writes it).")
     b[4].download_button("Errors CSV", data=exports.csv_bytes(table), file_name="fitted_errors.csv",
-                         mime="text/csv", key=_tool_key("dl_errors"), icon=":material/download:", width="stretch")
+                         mime="text/csv", on_click="ignore", key=_tool_key("dl_errors"), icon=":material/download:",
+                         width="stretch")
     _profile_part(fit)
     prov = fit["provenance"]
     with st.expander("Provenance", icon=":material/history_edu:"):

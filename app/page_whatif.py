@@ -771,27 +771,29 @@ def _downloads(snap: tuple) -> None:
     e = st.columns(4)
     req_frames = {s: r["requests"] for s, r in results.items()}
     e[0].download_button("Per-request CSV", data=lambda: exports.requests_csv(req_frames), file_name="requests.csv",
-                         mime="text/csv", key="dl_requests", icon=":material/download:", width="stretch",
+                         mime="text/csv", on_click="ignore", key="dl_requests", icon=":material/download:",
+                         width="stretch",
                          help="Every simulated request of every strategy (one row per request, built on click).")
     e[1].download_button("Summary CSV", data=lambda: exports.summary_csv(summaries, sc), file_name="summary.csv",
-                         mime="text/csv", key="dl_summary", icon=":material/download:", width="stretch",
+                         mime="text/csv", on_click="ignore", key="dl_summary", icon=":material/download:",
+                         width="stretch",
                          help="One row per strategy with every summary metric, then the scenario's fields (built on "
                               "click).")
     ts_frames = {s: r["timeseries"] for s, r in results.items()}
     e[2].download_button("Time-series CSV", data=lambda: exports.timeseries_csv(ts_frames),
-                         file_name="timeseries.csv", mime="text/csv", key="dl_timeseries",
+                         file_name="timeseries.csv", mime="text/csv", on_click="ignore", key="dl_timeseries",
                          icon=":material/download:", width="stretch",
                          help="Queue, batch, residency, loads and memory over time, per strategy (built on click).")
     e[3].download_button("scenario.json",
                          data=lambda: exports.scenario_json(sc.replace(strategy=baseline), strategies, n_reps),
-                         file_name="scenario.json", mime="application/json", key="dl_scenario",
+                         file_name="scenario.json", mime="application/json", on_click="ignore", key="dl_scenario",
                          icon=":material/download:", width="stretch",
                          help="Every field of this scenario (strategy: the baseline), the compared strategies and "
                               "the replications; upload it below to restore them all.")
     ex = st.columns(max(4, len(TRACES)))  # (under the four above, as wide)
     for col, name in zip(ex, TRACES):
         col.download_button(f"Example: {name}.csv", data=lambda n=name: runner.example_trace_csv(n, sc),
-                            file_name=f"{name}.csv", mime="text/csv", key=f"dl_trace_{name}",
+                            file_name=f"{name}.csv", mime="text/csv", on_click="ignore", key=f"dl_trace_{name}",
                             icon=":material/download:", width="stretch",
                             help=f"{TRACES[name].get('label', name)} in the upload format (a trace to replay below), "
                                  f"adapters drawn by this scenario's popularity model and seed (built on click). "

@@ -109,6 +109,8 @@ def test_the_why_and_export_sections_are_built_when_picked():
     opened(at, page_whatif.K_DETAIL, "export")
     keys = [b.key for b in at.get("download_button")]
     assert keys[:4] == ["dl_requests", "dl_summary", "dl_timeseries", "dl_scenario"] and len(keys) == 4 + len(TRACES)
+    # (a click downloads without a rerun: a rerun would drop the file the click asks for; test_download_buttons)
+    assert all(b.proto.ignore_rerun for b in at.get("download_button"))
     assert not svg_charts(at) and not [m for m in at.markdown if "**naive**:" in m.value]
     opened(at, page_whatif.K_DETAIL, "chart")
     assert len(svg_charts(at)) == 1 and not at.get("download_button")
