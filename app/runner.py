@@ -40,7 +40,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Iterable
-from concurrent.futures import FIRST_EXCEPTION, Future, wait
+from concurrent.futures import FIRST_EXCEPTION, CancelledError, Future, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -560,21 +560,37 @@ def _session_key(ctx) -> Hashable:
     return ctx.session_id if ctx is not None else NO_SESSION
 
 
-def _gather(futures: list[Future], yield_check: Callable[[], None] | None) -> list:
-    """The futures' results in order; the first job exception (or cancellation) is raised.  While waiting,
-    ``yield_check`` (a script run's stop/rerun check) is called every ``POLL_S``; whatever is raised (a job's
-    exception, Streamlit's stop or rerun) first drops this call's jobs that have not started."""
+def _gather(futures: list[Future], yield_check: Callable[[], None] | None,
+            resubmit: Callable[[list[int]], list[Future]] | None = None) -> list:
+    """The futures' results in order; the first job exception is raised.  While waiting, ``yield_check`` (a script
+    run's stop/rerun check) is called every ``POLL_S``; whatever is raised (a job's exception, Streamlit's stop or
+    rerun) first drops this call's jobs that have not started.
+
+    A job dropped while this run still waits for it, and still is its session's current run (``yield_check``
+    does not raise), was dropped by an older run of the session: with Streamlit's fast reruns (the default) a
+    widget change stops the script run in progress and starts the next one on a new thread at once, so the
+    stopped run can submit after its successor has, and its ``supersede`` drops the successor's queued jobs.
+    ``resubmit(indices)`` queues those jobs again (their new futures); without it a dropped job raises
+    ``CancelledError``.  (``concurrent.futures.wait`` never counts a future cancelled outside an executor as done:
+    cancellations are looked for here, or such a run would wait forever, seen as a page stuck on "Simulating...".)"""
+    futures = list(futures)
     try:
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, timeout=POLL_S if yield_check else None, return_when=FIRST_EXCEPTION)
-            if any(f.cancelled() or f.exception() is not None for f in done):
-                break
-            if pending and yield_check is not None:
-                yield_check()
-        if yield_check is not None and any(f.cancelled() for f in futures):
-            yield_check()  # superseded by a newer rerun of this session: stop quietly if Streamlit asked to
-        return [f.result() for f in futures]
+        while True:
+            failed = next((f for f in futures if f.done() and not f.cancelled() and f.exception() is not None), None)
+            if failed is not None:
+                raise failed.exception()
+            if yield_check is not None:
+                yield_check()  # (a run asked to stop or rerun stops here, before it queues anything again)
+            dropped = [i for i, f in enumerate(futures) if f.cancelled()]
+            if dropped:
+                if resubmit is None:
+                    raise CancelledError(f"{len(dropped)} of this run's simulations were dropped")
+                for i, f in zip(dropped, resubmit(dropped)):
+                    futures[i] = f
+            pending = [f for f in futures if not f.done()]
+            if not pending:
+                return [f.result() for f in futures]
+            wait(pending, timeout=POLL_S, return_when=FIRST_EXCEPTION)
     except BaseException:
         SCHEDULER.cancel(futures)
         raise
@@ -626,6 +642,8 @@ def anticipate(scenarios: Iterable[Scenario], strategies: list[str], n_reps: int
             calls.append((sc, None, -1))
     n = sum(1 for c in calls if c[1] is not None)
     if calls:  # into the caches; a ValueError is the rerun's to report, if one asks for that run
+        if ctx is not None:
+            ctx.yield_check()  # (a run asked to stop would drop its successor's speculation)
         SCHEDULER.submit(_session_key(ctx), _job(ctx, then=then), calls, speculative=True)
     return n
 
@@ -644,9 +662,16 @@ def run_replications(sc: Scenario, strategies: list[str], n_reps: int, trace: di
     key = _session_key(ctx)
     jobs = [(s, k) for s in strategies for k in range(first, n_reps)]
     # a session's newer rerun drops the queued jobs of its older ones (outside a script run there are no reruns)
-    futures = SCHEDULER.submit(key, _job(ctx, trace, summaries_only), [(sc, s, k) for s, k in jobs],
-                               supersede=ctx is not None)
-    out = _gather(futures, getattr(ctx, "yield_check", None) if ctx is not None else None)
+    calls = [(sc, s, k) for s, k in jobs]
+    job = _job(ctx, trace, summaries_only)
+    yield_check = getattr(ctx, "yield_check", None) if ctx is not None else None
+    if yield_check is not None:
+        yield_check()  # (a run already asked to stop queues nothing: its supersede would drop its successor's jobs)
+    futures = SCHEDULER.submit(key, job, calls, supersede=ctx is not None)
+    # (a job dropped by an older run of this session, while this one waits for it: queued again, without dropping
+    # anything; the older run drops its own jobs when it sees its stop request: ``_gather``)
+    resubmit = (lambda idx: SCHEDULER.submit(key, job, [calls[i] for i in idx])) if ctx is not None else None
+    out = _gather(futures, yield_check, resubmit)
     results: dict[str, dict] = {}
     reps: dict[str, list[dict]] = {}
     failed: dict[str, str] = {}

@@ -237,6 +237,61 @@ def test_gather_raises_a_jobs_exception_and_drops_the_rest(sched, monkeypatch):
     g.release_all()
 
 
+def _in_thread(fn) -> tuple[threading.Thread, dict]:
+    out: dict = {}
+
+    def run():
+        try:
+            out["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 (the test reads it)
+            out["error"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+
+def test_a_job_an_older_run_dropped_is_queued_again(sched, monkeypatch):
+    """Streamlit's fast reruns start a session's next script run on a new thread while the stopped one is still
+    running, so the stopped run (A) can submit after its successor (B) has; A's ``supersede`` then drops B's queued
+    jobs.  B, still the current run (its ``yield_check`` does not raise), queues them again and gets every result;
+    it used to wait forever (``concurrent.futures.wait`` never reports a future cancelled outside an executor as
+    done: the page stayed on "Simulating...", seen in Chromium in about 1 of 30 slider steps under load)."""
+    s, g = sched
+    monkeypatch.setattr(runner, "SCHEDULER", s)
+    busy = s.submit("S", g.job, [("X0",), ("X1",)])
+    g.wait_started("X0", "X1")  # both workers busy: B's jobs stay queued
+    calls = [("B0",), ("B1",), ("B2",)]
+    futures_b = s.submit("S", g.job, calls, supersede=True)
+    resubmitted: list[list[int]] = []
+
+    def resubmit(idx):
+        resubmitted.append(list(idx))
+        return s.submit("S", g.job, [calls[i] for i in idx])
+    t, out = _in_thread(lambda: runner._gather(futures_b, lambda: None, resubmit))
+    futures_a = s.submit("S", g.job, [("A0",)], supersede=True)  # the older run, stopped but not there yet
+    assert all(f.cancelled() for f in futures_b)
+    s.cancel(futures_a)  # (the older run sees its stop request: it drops its own jobs)
+    g.release_all()
+    t.join(WAIT)
+    assert not t.is_alive(), "the current run waited forever for jobs an older run dropped"
+    assert out == {"value": ["result of B0", "result of B1", "result of B2"]}
+    assert resubmitted == [[0, 1, 2]] and "A0" not in g.started and busy[0].result(timeout=WAIT)
+
+
+def test_a_dropped_job_without_resubmit_raises_instead_of_waiting(sched, monkeypatch):
+    """A cancelled future is never "done" for ``concurrent.futures.wait``: ``_gather`` looks for it itself."""
+    s, g = sched
+    monkeypatch.setattr(runner, "SCHEDULER", s)
+    s.submit("S", g.job, [("X0",), ("X1",)])
+    g.wait_started("X0", "X1")
+    futures = s.submit("S", g.job, [("B0",)])
+    s.cancel(futures)
+    for yield_check in (None, lambda: None):
+        t, out = _in_thread(lambda: runner._gather(futures, yield_check))
+        t.join(WAIT)
+        assert not t.is_alive() and isinstance(out.get("error"), CancelledError), out
+
+
 # ------------------------------------------------------------------ two AppTest sessions, one process
 def _whatif(session: str, **query) -> AppTest:
     at = AppTest.from_file(MAIN, default_timeout=TIMEOUT)
