@@ -18,7 +18,10 @@ Simulation workers (``run_replications``): ``RUN_THREADS`` threads per server pr
   each call starts a new generation of the session's jobs and drops the older generations'
   queued jobs), or the rerun waiting for it is asked to stop or rerun (Streamlit's stop/rerun
   request, checked every ``POLL_S`` while waiting; the run then stops or reruns as at any
-  ``st`` call).
+  ``st`` call).  "Newer" is by script run, not by call: Streamlit's fast reruns start a session's
+  next run on a new thread while the stopped one is still running, so a run asked to stop
+  queues nothing, and a run whose queued jobs an older run dropped anyway queues them again
+  (``_gather``).
 * Speculative jobs (``anticipate``: the scenarios one slider step away, computed while the user
   reads the page) wait in a second queue per session and start only when no session has a job
   of the first kind queued and no script run is in progress (``FairScheduler.rendering``; and
