@@ -287,7 +287,7 @@ def test_a_dropped_job_without_resubmit_raises_instead_of_waiting(sched, monkeyp
     futures = s.submit("S", g.job, [("B0",)])
     s.cancel(futures)
     for yield_check in (None, lambda: None):
-        t, out = _in_thread(lambda: runner._gather(futures, yield_check))
+        t, out = _in_thread(lambda yc=yield_check: runner._gather(futures, yc))
         t.join(WAIT)
         assert not t.is_alive() and isinstance(out.get("error"), CancelledError), out
 
