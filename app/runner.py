@@ -645,8 +645,9 @@ def anticipate(scenarios: Iterable[Scenario], strategies: list[str], n_reps: int
             calls.append((sc, None, -1))
     n = sum(1 for c in calls if c[1] is not None)
     if calls:  # into the caches; a ValueError is the rerun's to report, if one asks for that run
-        if ctx is not None:
-            ctx.yield_check()  # (a run asked to stop would drop its successor's speculation)
+        check = getattr(ctx, "yield_check", None)
+        if check is not None:
+            check()  # (a run asked to stop would drop its successor's speculation)
         SCHEDULER.submit(_session_key(ctx), _job(ctx, then=then), calls, speculative=True)
     return n
 

@@ -255,7 +255,8 @@ def test_a_job_an_older_run_dropped_is_queued_again(sched, monkeypatch):
     running, so the stopped run (A) can submit after its successor (B) has; A's ``supersede`` then drops B's queued
     jobs.  B, still the current run (its ``yield_check`` does not raise), queues them again and gets every result;
     it used to wait forever (``concurrent.futures.wait`` never reports a future cancelled outside an executor as
-    done: the page stayed on "Simulating...", seen in Chromium in about 1 of 30 slider steps under load)."""
+    done: the page stayed on "Simulating...", seen in Chromium in 2 of 54 and 1 of 80 first slider steps of a fresh
+    server under CPU load, bench/step_stress.py)."""
     s, g = sched
     monkeypatch.setattr(runner, "SCHEDULER", s)
     busy = s.submit("S", g.job, [("X0",), ("X1",)])
