@@ -563,6 +563,12 @@ def _session_key(ctx) -> Hashable:
     return ctx.session_id if ctx is not None else NO_SESSION
 
 
+def _yield_check(ctx) -> Callable[[], None] | None:
+    """A script run's stop/rerun check (None outside a script run).  Called before a run submits: a run already asked
+    to stop queues nothing, since with fast reruns its ``supersede`` would drop its successor's jobs."""
+    return getattr(ctx, "yield_check", None)
+
+
 def _gather(futures: list[Future], yield_check: Callable[[], None] | None,
             resubmit: Callable[[list[int]], list[Future]] | None = None) -> list:
     """The futures' results in order; the first job exception is raised.  While waiting, ``yield_check`` (a script
@@ -645,7 +651,7 @@ def anticipate(scenarios: Iterable[Scenario], strategies: list[str], n_reps: int
             calls.append((sc, None, -1))
     n = sum(1 for c in calls if c[1] is not None)
     if calls:  # into the caches; a ValueError is the rerun's to report, if one asks for that run
-        check = getattr(ctx, "yield_check", None)
+        check = _yield_check(ctx)
         if check is not None:
             check()  # (a run asked to stop would drop its successor's speculation)
         SCHEDULER.submit(_session_key(ctx), _job(ctx, then=then), calls, speculative=True)
@@ -668,9 +674,9 @@ def run_replications(sc: Scenario, strategies: list[str], n_reps: int, trace: di
     # a session's newer rerun drops the queued jobs of its older ones (outside a script run there are no reruns)
     calls = [(sc, s, k) for s, k in jobs]
     job = _job(ctx, trace, summaries_only)
-    yield_check = getattr(ctx, "yield_check", None) if ctx is not None else None
+    yield_check = _yield_check(ctx)
     if yield_check is not None:
-        yield_check()  # (a run already asked to stop queues nothing: its supersede would drop its successor's jobs)
+        yield_check()  # (a run already asked to stop queues nothing)
     futures = SCHEDULER.submit(key, job, calls, supersede=ctx is not None)
     # (a job dropped by an older run of this session, while this one waits for it: queued again, without dropping
     # anything; the older run drops its own jobs when it sees its stop request: ``_gather``)

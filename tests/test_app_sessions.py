@@ -268,8 +268,10 @@ def test_a_job_an_older_run_dropped_is_queued_again(sched, monkeypatch):
     def resubmit(idx):
         resubmitted.append(list(idx))
         return s.submit("S", g.job, [calls[i] for i in idx])
-    t, out = _in_thread(lambda: runner._gather(futures_b, lambda: None, resubmit))
+    a_submitted = threading.Event()  # (B looks for dropped jobs once A's supersede has dropped all three)
+    t, out = _in_thread(lambda: runner._gather(futures_b, lambda: a_submitted.wait(WAIT), resubmit))
     futures_a = s.submit("S", g.job, [("A0",)], supersede=True)  # the older run, stopped but not there yet
+    a_submitted.set()
     assert all(f.cancelled() for f in futures_b)
     s.cancel(futures_a)  # (the older run sees its stop request: it drops its own jobs)
     g.release_all()
