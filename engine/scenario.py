@@ -56,6 +56,9 @@ MAX_REPLICA_ADAPTERS = 1_000_000
 #: built-in preset (one added with ``presets.register_model``); ``from_dict`` registers it.
 #: Absent for preset models, so their JSON is unchanged.
 MODEL_DEFINITION_KEY = "model_definition"
+#: The key of a scenario.json that defines its device (``gpu``) when it is not a built-in GPU (one added with
+#: ``presets.register_gpu``: a measured CPU, ``engine.live.device``); ``from_dict`` registers it.
+DEVICE_DEFINITION_KEY = "device_definition"
 
 
 
@@ -170,6 +173,8 @@ class Scenario:
         d = self.to_dict()
         if "model" in kw and MODEL_DEFINITION_KEY not in kw:
             d.pop(MODEL_DEFINITION_KEY, None)  # the definition belongs to the old model
+        if "gpu" in kw and DEVICE_DEFINITION_KEY not in kw:
+            d.pop(DEVICE_DEFINITION_KEY, None)
         d.update(kw)
         return Scenario.from_dict(d)
 
@@ -180,13 +185,16 @@ class Scenario:
         d["adapter_ranks"] = list(self.adapter_ranks)
         if self.model in presets.MODELS and not presets.is_preset_model(self.model):
             d[MODEL_DEFINITION_KEY] = presets.model_to_dict(presets.MODELS[self.model])
+        if self.gpu in presets.GPUS and not presets.is_preset_gpu(self.gpu):
+            d[DEVICE_DEFINITION_KEY] = presets.gpu_to_dict(presets.GPUS[self.gpu])
         return d
 
     def __reduce_ex__(self, protocol):
         # A registered (non-preset) model lives in this process's presets.MODELS only: pickle the
         # scenario with its definition, so that a worker process (engine.sweep's spawn pool)
         # registers it too.  Scenarios of preset models pickle as before (the dataclass default).
-        if self.model in presets.MODELS and not presets.is_preset_model(self.model):
+        if (self.model in presets.MODELS and not presets.is_preset_model(self.model)) or \
+                (self.gpu in presets.GPUS and not presets.is_preset_gpu(self.gpu)):
             return (Scenario.from_dict, (self.to_dict(),))
         return super().__reduce_ex__(protocol)
 
@@ -209,6 +217,9 @@ class Scenario:
         if MODEL_DEFINITION_KEY in d:
             d = dict(d)
             _register_definition(d.pop(MODEL_DEFINITION_KEY), d.get("model", _DEFAULT_MODEL))
+        if DEVICE_DEFINITION_KEY in d:
+            d = dict(d)
+            _register_device(d.pop(DEVICE_DEFINITION_KEY), d.get("gpu", _DEFAULT_GPU))
         names = set(cls.field_names())
         kw = {}
         for k, v in d.items():
@@ -541,6 +552,23 @@ _FIELD_NAMES = tuple(_FIELD_TYPES)
 # Scenario.to_dict copies only adapter_ranks: every other field must stay a scalar (checked at import)
 assert {t for k, t in _FIELD_TYPES.items() if k != "adapter_ranks"} <= {"str", "float", "int", "bool"}, _FIELD_TYPES
 _DEFAULT_MODEL = Scenario.model
+_DEFAULT_GPU = Scenario.gpu
+
+
+def _register_device(definition: Any, gpu: Any) -> None:
+    """Register the device a scenario.json defines (``DEVICE_DEFINITION_KEY``); ValueError naming it."""
+    g = presets.gpu_from_dict(definition, DEVICE_DEFINITION_KEY)
+    check_name_text(f"{DEVICE_DEFINITION_KEY}.name", g.name)
+    if g.name != gpu:
+        raise ValueError(f"{DEVICE_DEFINITION_KEY}: invalid value: it defines device {g.name!r} but the scenario's "
+                         f"gpu is {short_repr(gpu)}; allowed: the definition of the scenario's gpu")
+    if presets.is_preset_gpu(g.name):
+        raise ValueError(f"{DEVICE_DEFINITION_KEY}: invalid value: {g.name!r} is a preset GPU; allowed: no "
+                         "definition for a preset")
+    try:
+        presets.register_gpu(g)
+    except ValueError as e:
+        raise ValueError(f"{DEVICE_DEFINITION_KEY}: {e}") from None
 
 
 def _register_definition(definition: Any, model: Any) -> None:

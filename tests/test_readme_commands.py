@@ -33,6 +33,18 @@ def _block(marker: str) -> list[str]:
 
 
 COMMANDS = _block("<!-- cli-commands -->")
+#: Subcommands that start the reference server: they need requirements-live.txt's environment (tests/test_live_server.py)
+LIVE = {"reference-server", "observe"}
+
+
+def _need_live() -> None:
+    from engine.live import live_python
+    try:
+        live_python()
+    except ValueError as e:
+        if os.environ.get("REQUIRE_REAL_SERVER") == "1":
+            pytest.fail(f"real-server command required (REQUIRE_REAL_SERVER=1) but {e}")
+        pytest.skip(str(e))
 
 
 def _argv(cmd: str, tmp: Path) -> list[str]:
@@ -67,6 +79,8 @@ def workdir(tmp_path_factory) -> Path:
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("cmd", COMMANDS)
 def test_readme_command_runs(cmd, workdir):
+    if shlex.split(cmd)[3] in LIVE:
+        _need_live()
     for path in [a for a in shlex.split(cmd)[3:] if a.startswith("out/")]:
         writer = [c for c in COMMANDS if f"--out {path}" in c]
         if writer and writer[0] != cmd and not (workdir / path).exists():

@@ -207,8 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     pr.add_argument("--json", action="store_true", help="print one JSON object (keys below)")
     pr.set_defaults(func=cmd_presets)
-    from . import calibration, plan, studies, sweep  # the commands of the layers below the CLI
+    from . import calibration, live, plan, studies, sweep  # the commands of the layers below the CLI
     sweep.add_commands(sub)
+    live.add_commands(sub)
     studies.add_commands(sub)
     calibration.add_commands(sub)
     plan.add_commands(sub)

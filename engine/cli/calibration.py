@@ -65,7 +65,28 @@ def _bounds_warning(values: dict) -> list[str]:
 def _base(a) -> Scenario:
     if a.scenario:
         return load_scenario_file(a.scenario)
-    return Scenario.from_preset(a.preset)
+    return Scenario.from_preset(a.preset or "default")
+
+
+#: What ``calibrate --observed`` fits by default: the per-step overhead, the front end's latency per request, the
+#: LoRA cost per distinct adapter in a step and the fixed part of an adapter load (on a small model on a CPU the
+#: roofline's efficiencies barely move a step: --params adds them).
+OBSERVED_PARAMS = ("step_overhead_ms", "frontend_ms", "lora_ms_per_adapter", "load_latency_ms")
+
+
+def observed_base(path) -> Scenario:
+    """The twin of an observed run (its server, model and device); the device measured now when the run has none."""
+    from ..calibration.readers.observed import twin_base
+    from ..limits import loads_json
+    p = Path(path)
+    f = p / "run.json" if p.is_dir() else p
+    obj = loads_json(f.read_text(), str(f))
+    if not obj.get("device"):
+        from ..live.device import cpu_device
+        from ..presets import gpu_to_dict
+        obj["device"] = gpu_to_dict(cpu_device())
+        print(f"device: {obj['device']['label']} (measured now: the run has no device; {obj['device']['source']})")
+    return twin_base(obj, str(p))
 
 
 def _settings(a) -> dict:
@@ -83,6 +104,15 @@ def cmd_calibrate(a) -> int:
         base = _base(a)
         settings = _settings(a)
         metrics = [m.strip() for m in a.metrics.split(",") if m.strip()] if a.metrics else None
+        if bool(a.data) == bool(a.observed):
+            raise ValueError("--data / --observed: give one of them (result files, or observe --out directories)")
+        if a.observed:
+            paths = tool_paths(a.observed)
+            if not a.params:
+                params = list(OBSERVED_PARAMS)
+            if not a.scenario and a.preset is None:
+                base = observed_base(paths[0])
+            return _calibrate_tools(a, base, settings, params, metrics, paths)
         paths = tool_paths(a.data)
         tools = [is_tool_file(p) for p in paths]
         if any(tools):
@@ -223,12 +253,16 @@ def cmd_validate(a) -> int:
 
 def add_commands(sub) -> None:
     c = sub.add_parser("calibrate", help="fit cost-model parameters to measured runs")
-    c.add_argument("--data", required=True, nargs="+", action="extend", metavar="FILE_OR_DIR",
+    c.add_argument("--observed", nargs="+", action="extend", metavar="DIR",
+                   help="observed runs (python -m engine observe --out directories, or a directory of them): fitted "
+                   "request by request on the server, model and device they record")
+    c.add_argument("--data", nargs="+", action="extend", metavar="FILE_OR_DIR",
                    help="benchmark result files (vllm bench serve / benchmark_serving.py --save-result JSON, GuideLLM "
                    "benchmarks.json, AIPerf profile_export_aiperf.json; several files or a directory = a sweep), or "
                    "one measurement table: CSV/JSON/JSONL with vllm-bench-serve metric columns and scenario fields "
                    "as extra columns")
-    c.add_argument("--preset", default="default", help="base scenario preset (the server's settings)")
+    c.add_argument("--preset", default=None, help="base scenario preset (the server's settings; default: default, or "
+                   "an observed run's own server)")
     c.add_argument("--scenario", help="base scenario.json instead of a preset")
     c.add_argument("--out", required=True, help="fitted scenario JSON (errors CSV and, for tool files, provenance "
                    "JSON written next to it)")

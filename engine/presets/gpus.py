@@ -313,3 +313,64 @@ def get_gpu(name: str) -> GPU:
         return GPUS[name]
     except KeyError:
         raise unknown("gpu", name, GPUS) from None
+
+
+# ---------------------------------------------------------------------------
+# Registry: built-in GPUs vs devices added at run time (a measured CPU: engine.live.device)
+# ---------------------------------------------------------------------------
+
+_PRESET_GPUS: set[str] = set(GPUS)
+#: Devices one process may register (each a measured machine): a bound on what uploads can add.
+MAX_REGISTERED_GPUS = 256
+_NUM_FIELDS = ("memory_gib", "hbm_gbps", "fp16_tflops", "pcie_gbps")
+
+
+def is_preset_gpu(name: str) -> bool:
+    """True for a built-in GPU (its name alone identifies it); False for a registered device."""
+    return name in _PRESET_GPUS
+
+
+def register_gpu(gpu: GPU) -> GPU:
+    """Add ``gpu`` to GPUS under its name (a no-op for the same definition; a ValueError for a name taken by a
+    different one, or past ``MAX_REGISTERED_GPUS``)."""
+    if not isinstance(gpu, GPU):
+        raise ValueError(f"gpu: invalid value {gpu!r}; allowed: an engine.presets.GPU")
+    old = GPUS.get(gpu.name)
+    if old is not None:
+        if old != gpu:
+            kind = "preset" if is_preset_gpu(gpu.name) else "registered"
+            raise ValueError(f"gpu: name {gpu.name!r} is already a {kind} device with a different definition; "
+                             "allowed: a new name, or exactly the same definition")
+        return old
+    if len(GPUS) - len(_PRESET_GPUS) >= MAX_REGISTERED_GPUS:
+        raise ValueError(f"gpu: {MAX_REGISTERED_GPUS} devices are registered already; allowed: at most that many")
+    GPUS[gpu.name] = gpu
+    return gpu
+
+
+def gpu_to_dict(gpu: GPU) -> dict:
+    return {f: getattr(gpu, f) for f in ("name", "label", *_NUM_FIELDS, "source")}
+
+
+def gpu_from_dict(d: object, where: str = "device_definition") -> GPU:
+    """A GPU from its dict (``gpu_to_dict``); ValueError naming the key."""
+    import math
+    if not isinstance(d, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(d).__name__}")
+    want = ("name", "label", *_NUM_FIELDS, "source")
+    extra = sorted(set(d) - set(want))
+    if extra:
+        raise ValueError(f"{where}.{str(extra[0])[:40]}: unknown key; allowed: {', '.join(want)}")
+    kw: dict = {}
+    for k in ("name", "label", "source"):
+        v = d.get(k, "")
+        if not isinstance(v, str) or (k == "name" and not v) or len(v) > 2000:
+            raise ValueError(f"{where}.{k}: invalid value; allowed: a string (name: non-empty), at most 2000 characters")
+        kw[k] = v
+    for k, hi in zip(_NUM_FIELDS, (1e5, 1e6, 1e5, 1e4)):
+        v = d.get(k)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 < v <= hi
+        if not ok:
+            raise ValueError(f"{where}.{k}: invalid value {str(v)[:40]!r}; allowed: a number in (0, {hi:g}]")
+        kw[k] = float(v)
+    return GPU(**kw)

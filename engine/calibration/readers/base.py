@@ -50,6 +50,11 @@ class ToolRun:
     start_s: np.ndarray | None = None        # per-request send times from the run's start
     failed: int = 0
     model_id: str = ""
+    #: per-request adapter indices (in start_s order), when the file records which adapter each request named
+    adapters: np.ndarray | None = None
+    prefix: np.ndarray | None = None         # per-request shared-prefix tokens (in start_s order), when recorded
+    #: Scenario fields of the server that ran, when the file states them (an observed reference server's flags)
+    server_fields: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property

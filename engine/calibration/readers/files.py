@@ -10,6 +10,7 @@ from ..measurements import METRIC_COLUMNS, TOOL_FORMATS, tool_format
 from .aiperf import read_aiperf
 from .base import ToolRun, load_json_objects
 from .guidellm import read_guidellm
+from .observed import is_observed_dir, read_observed
 from .vllm_bench import read_vllm_bench
 
 #: Suffixes of the files a directory given as --data contributes.
@@ -24,9 +25,13 @@ def read_tool_file(path) -> list[ToolRun]:
     """Every run in one tool result file (a JSON Lines file of ``--append-result`` holds several).
     ValueError naming the file and key for a malformed file, or listing the formats understood."""
     p = Path(path)
+    if p.is_dir() and is_observed_dir(p):
+        p = p / "run.json"
     if not p.is_file():
         raise ValueError(f"data: no such file {str(path)!r}")
     objs = load_json_objects(p)
+    if isinstance(objs[0], dict) and objs[0].get("format") == "lora-whatif-observed":
+        return [read_observed(objs[0], str(p.parent), p)]
     fmt = tool_format(objs[0])
     if fmt is None:
         raise ValueError(f"{p}: unknown format (not a result file of a tool we read); understood: "
@@ -51,6 +56,8 @@ def is_tool_file(path) -> bool:
     """Is ``path`` a result file of one of the tools (``TOOL_FORMATS``)?  False for anything else
     (a CSV measurement table, a JSON table of rows, an unreadable file)."""
     p = Path(path)
+    if is_observed_dir(p):
+        return True
     if not p.is_file():
         return False
     try:
@@ -65,7 +72,13 @@ def tool_paths(paths) -> list[Path]:
     out: list[Path] = []
     for s in [paths] if isinstance(paths, (str, Path)) else paths:
         p = Path(s)
-        if p.is_dir():
+        if p.is_dir() and is_observed_dir(p):
+            out.append(p)
+        elif p.is_dir():
+            subs = sorted(d for d in p.iterdir() if d.is_dir() and is_observed_dir(d))
+            if subs:  # a directory of observed runs
+                out.extend(subs)
+                continue
             found = sorted(f for f in p.iterdir() if f.is_file() and f.suffix in SUFFIXES)
             if not found:
                 raise ValueError(f"data: directory {str(s)!r} holds no {' / '.join(SUFFIXES)} file")

@@ -198,13 +198,31 @@ def run_trace(run: ToolRun, sc: Scenario) -> Workload | None:
     else:
         p = np.full(n, max(1, int(round(run.mean_in))), np.int64)
         q = np.full(n, max(1, int(round(run.mean_out))), np.int64)
-    rng = np.random.default_rng(np.random.SeedSequence([sc.seed, _SEED_TAG, 1]))
-    return Workload(t.astype(np.float64), draw_adapters(sc, rng, n), p.astype(np.int64), q.astype(np.int64))
+    if run.adapters is not None and len(run.adapters) == n:  # the adapters the requests named, as recorded
+        order = np.argsort(run.start_s, kind="stable") if run.start_s is not None else np.arange(n)
+        ad = run.adapters[order].astype(np.int64)
+        if len(ad) and (ad.min() < 0 or ad.max() >= sc.num_adapters):
+            raise ValueError(f"{run.source}: adapter index {int(ad.max() if ad.max() >= sc.num_adapters else ad.min())}"
+                             f" outside the scenario's {sc.num_adapters} adapters; allowed: 0 to {sc.num_adapters - 1}")
+    else:
+        rng = np.random.default_rng(np.random.SeedSequence([sc.seed, _SEED_TAG, 1]))
+        ad = draw_adapters(sc, rng, n)
+    pfx = None
+    if run.prefix is not None and len(run.prefix) == n and sc.prefix_tokens > 0 and sc.prefix_share > 0:
+        order = np.argsort(run.start_s, kind="stable") if run.start_s is not None else np.arange(n)
+        pfx = run.prefix[order].astype(np.int64)
+    return Workload(t.astype(np.float64), ad, p.astype(np.int64), q.astype(np.int64), prefix=pfx)
 
 
 def case_scenario(run: ToolRun, server: Scenario) -> Scenario:
     """``server`` with ``run``'s traffic, for the replay (not for users: lengths are the longest ones,
-    so that the memory checks cover every request; warm-up 0, a long drain)."""
+    so that the memory checks cover every request; warm-up 0, a long drain).  The server fields the run states
+    (``run.server_fields``: an observed reference server's flags) override ``server``'s."""
+    if run.server_fields:
+        try:
+            server = server.replace(**run.server_fields)
+        except ValueError as e:
+            raise ValueError(f"{run.source}: the server it states: {e}") from None
     lens = run.input_lens if run.detailed else np.array([max(1, int(round(run.mean_in)))])
     bad = np.flatnonzero(lens > server.max_batched_tokens) if not server.chunked_prefill_on() else lens[:0]
     if len(bad):
