@@ -24,6 +24,7 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "frontend_ms": (0.0, 50.0),
     "max_in_system": (1000.0, 200000.0),
     "load_latency_ms": (0.0, 100.0),
+    "disk_latency_ms": (0.0, 500.0),
 }
 DEFAULT_PARAMS = ("compute_eff", "bw_eff", "step_overhead_ms")
 #: What each parameter of FIT_BOUNDS is, in words and with its unit, for the user (``calibrate``'s output, the
@@ -39,6 +40,7 @@ PARAM_LABELS: dict[str, str] = {
     "frontend_ms": "front-end latency per request (ms)",
     "max_in_system": "cap on requests in the server (requests)",
     "load_latency_ms": "adapter load latency, fixed part (ms)",
+    "disk_latency_ms": "adapter read from disk on a host-cache miss, fixed part (ms)",
 }
 
 

@@ -69,9 +69,9 @@ def _base(a) -> Scenario:
 
 
 #: What ``calibrate --observed`` fits by default: the per-step overhead, the front end's latency per request, the
-#: LoRA cost per distinct adapter in a step and the fixed part of an adapter load (on a small model on a CPU the
-#: roofline's efficiencies barely move a step: --params adds them).
-OBSERVED_PARAMS = ("step_overhead_ms", "frontend_ms", "lora_ms_per_adapter", "load_latency_ms")
+#: LoRA cost per distinct adapter in a step, the fixed part of an adapter load and of its read from disk on a
+#: host-cache miss (on a small model on a CPU the roofline's efficiencies barely move a step: --params adds them).
+OBSERVED_PARAMS = ("step_overhead_ms", "frontend_ms", "lora_ms_per_adapter", "load_latency_ms", "disk_latency_ms")
 
 
 def observed_base(path) -> Scenario:

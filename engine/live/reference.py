@@ -116,7 +116,9 @@ class ReferenceSpec:
         bad = sorted(set(d) - names)
         if bad:
             raise ValueError(f"reference server: unknown field {bad[0]!r}; allowed: {', '.join(sorted(names))}")
-        kw = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+        ints = {f.name for f in dataclasses.fields(cls) if f.type == "int"}
+        kw = {k: tuple(v) if isinstance(v, list) else
+              (int(v) if k in ints and isinstance(v, float) and v.is_integer() else v) for k, v in d.items()}
         return cls(**kw).validate()
 
     @classmethod
