@@ -17,7 +17,6 @@ from . import prefix, presets
 from .kernels import op_shapes
 from .limits import FLOAT_RANGES, MAX_DRAIN_RATIO, MAX_QUOTE, MAX_RUN_TOKENS, clip, loads_json, short_repr
 from .policies import EVICT_BELADY, STRATEGIES, hot_set_pins
-from .presets.hf import check_name_text
 from .presets.scenarios import TRACES
 from .routers import ROUTERS
 from .traces import TRACE_DIR, TRACE_FILE_COLUMNS, TRACE_TIME_SCALE_RANGE, _check_time_scale, shipped_trace_file  # noqa: F401  (re-exported: the trace files' reader lives in engine/traces.py)
@@ -56,8 +55,7 @@ MAX_REPLICA_ADAPTERS = 1_000_000
 #: built-in preset (one added with ``presets.register_model``); ``from_dict`` registers it.
 #: Absent for preset models, so their JSON is unchanged.
 MODEL_DEFINITION_KEY = "model_definition"
-#: The key of a scenario.json that defines its device (``gpu``) when it is not a built-in GPU (one added with
-#: ``presets.register_gpu``: a measured CPU, ``engine.live.device``); ``from_dict`` registers it.
+#: A scenario.json's definition of a device that is not a built-in GPU (a measured CPU); ``from_dict`` registers it.
 DEVICE_DEFINITION_KEY = "device_definition"
 
 
@@ -171,10 +169,9 @@ class Scenario:
 
     def replace(self, **kw: Any) -> Scenario:
         d = self.to_dict()
-        if "model" in kw and MODEL_DEFINITION_KEY not in kw:
-            d.pop(MODEL_DEFINITION_KEY, None)  # the definition belongs to the old model
-        if "gpu" in kw and DEVICE_DEFINITION_KEY not in kw:
-            d.pop(DEVICE_DEFINITION_KEY, None)
+        for field_, key in (("model", MODEL_DEFINITION_KEY), ("gpu", DEVICE_DEFINITION_KEY)):
+            if field_ in kw and key not in kw:
+                d.pop(key, None)  # the definition belongs to the old model / device
         d.update(kw)
         return Scenario.from_dict(d)
 
@@ -214,12 +211,11 @@ class Scenario:
         """
         if not isinstance(d, dict):
             raise ValueError(f"scenario: expected a JSON object, got {type(d).__name__}")
+        d = dict(d)
         if MODEL_DEFINITION_KEY in d:
-            d = dict(d)
-            _register_definition(d.pop(MODEL_DEFINITION_KEY), d.get("model", _DEFAULT_MODEL))
+            presets.register_model_definition(d.pop(MODEL_DEFINITION_KEY), d.get("model", _DEFAULT_MODEL), MODEL_DEFINITION_KEY)
         if DEVICE_DEFINITION_KEY in d:
-            d = dict(d)
-            _register_device(d.pop(DEVICE_DEFINITION_KEY), d.get("gpu", _DEFAULT_GPU))
+            presets.register_device_definition(d.pop(DEVICE_DEFINITION_KEY), d.get("gpu", cls.gpu), DEVICE_DEFINITION_KEY)
         names = set(cls.field_names())
         kw = {}
         for k, v in d.items():
@@ -552,39 +548,6 @@ _FIELD_NAMES = tuple(_FIELD_TYPES)
 # Scenario.to_dict copies only adapter_ranks: every other field must stay a scalar (checked at import)
 assert {t for k, t in _FIELD_TYPES.items() if k != "adapter_ranks"} <= {"str", "float", "int", "bool"}, _FIELD_TYPES
 _DEFAULT_MODEL = Scenario.model
-_DEFAULT_GPU = Scenario.gpu
-
-
-def _register_device(definition: Any, gpu: Any) -> None:
-    """Register the device a scenario.json defines (``DEVICE_DEFINITION_KEY``); ValueError naming it."""
-    g = presets.gpu_from_dict(definition, DEVICE_DEFINITION_KEY)
-    check_name_text(f"{DEVICE_DEFINITION_KEY}.name", g.name)
-    if g.name != gpu:
-        raise ValueError(f"{DEVICE_DEFINITION_KEY}: invalid value: it defines device {g.name!r} but the scenario's "
-                         f"gpu is {short_repr(gpu)}; allowed: the definition of the scenario's gpu")
-    if presets.is_preset_gpu(g.name):
-        raise ValueError(f"{DEVICE_DEFINITION_KEY}: invalid value: {g.name!r} is a preset GPU; allowed: no "
-                         "definition for a preset")
-    try:
-        presets.register_gpu(g)
-    except ValueError as e:
-        raise ValueError(f"{DEVICE_DEFINITION_KEY}: {e}") from None
-
-
-def _register_definition(definition: Any, model: Any) -> None:
-    """Register the model a scenario.json defines (``MODEL_DEFINITION_KEY``); ValueError naming it."""
-    m = presets.model_from_dict(definition, MODEL_DEFINITION_KEY)
-    check_name_text(f"{MODEL_DEFINITION_KEY}.name", m.name)  # as an uploaded config.json's name (no markup)
-    if m.name != model:
-        raise ValueError(f"{MODEL_DEFINITION_KEY}: invalid value: it defines model {m.name!r} but the scenario's "
-                         f"model is {short_repr(model)}; allowed: the definition of the scenario's model")
-    if presets.is_preset_model(m.name):
-        raise ValueError(f"{MODEL_DEFINITION_KEY}: invalid value: {m.name!r} is a preset model; allowed: "
-                         f"no definition for a preset (its name identifies it)")
-    try:
-        presets.register_model(m)
-    except ValueError as e:
-        raise ValueError(f"{MODEL_DEFINITION_KEY}: {e}") from None
 
 
 def coerce(name: str, value: Any) -> Any:

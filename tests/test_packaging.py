@@ -26,6 +26,8 @@ TEST_COMMAND = "pip install -r requirements-dev.txt && python -m pytest -n 2 --d
 
 # requirement name -> import name
 IMPORT_NAMES = {
+    "httpx": "httpx",
+    "prometheus-client": "prometheus_client",
     "streamlit": "streamlit",
     "numpy": "numpy",
     "pandas": "pandas",

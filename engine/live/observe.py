@@ -36,6 +36,7 @@ import httpx
 import numpy as np
 import pandas as pd
 
+from ..limits import write_csv
 from ..scenario import Scenario
 from ..workload import Workload, generate
 from .assets import word
@@ -428,7 +429,7 @@ def _server_flags(scrapes: list[dict], url: str) -> dict:
 def write_observation(obs: Observation, out_dir) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    obs.requests.to_csv(out / "requests.csv", index=False)
-    obs.timeseries.to_csv(out / "timeseries.csv", index=False)
+    write_csv(obs.requests, out / "requests.csv", index=False)
+    write_csv(obs.timeseries, out / "timeseries.csv", index=False)
     (out / "run.json").write_text(json.dumps(obs.info, indent=2, default=str) + "\n")
     return out

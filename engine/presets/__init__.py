@@ -28,8 +28,23 @@ Conventions
 """
 
 
-from .gpus import GPU, GPUS, get_gpu, gpu_from_dict, gpu_to_dict, is_preset_gpu, register_gpu
-from .hf import FAMILIES, HF_PRESET_CONFIGS, count_params, model_from_hf_config  # importing hf adds its presets
+from .gpus import (
+           GPU,
+           GPUS,
+           get_gpu,
+           gpu_from_dict,
+           gpu_to_dict,
+           is_preset_gpu,
+           register_gpu,
+)
+from .hf import (
+           FAMILIES,
+           HF_PRESET_CONFIGS,
+           count_params,
+           model_from_hf_config,
+           register_device_definition,
+           register_model_definition,  # importing hf adds its presets
+)
 from .models import (
            MLP_KINDS,
            MODELS,
@@ -62,8 +77,8 @@ from .servers import (
 )
 from .units import GIB, MIB
 
-__all__ = ["GPU", "GPUS", "get_gpu", "gpu_from_dict", "gpu_to_dict", "is_preset_gpu", "register_gpu", "Model", "MODELS", "MLP_KINDS", "TARGET_MODULES", "get_model", "module_shape",
-           "model_modules", "adapter_bytes", "kv_bytes_per_token", "weight_bytes", "register_model",
+__all__ = ["GPU", "GPUS", "get_gpu", "gpu_from_dict", "gpu_to_dict", "is_preset_gpu", "register_device_definition", "register_gpu", "Model", "MODELS", "MLP_KINDS", "TARGET_MODULES", "get_model", "module_shape",
+           "model_modules", "adapter_bytes", "kv_bytes_per_token", "weight_bytes", "register_model", "register_model_definition",
            "is_preset_model", "model_to_dict", "model_from_dict", "model_from_hf_config", "count_params",
            "FAMILIES", "HF_PRESET_CONFIGS", "SCENARIOS", "DESCRIPTIONS", "HINTS", "GIB", "MIB", "ASSUMED",
            "PROFILES", "SERVERS", "ServerProfile", "follow_profile", "preset_fields", "profile_fields",

@@ -32,7 +32,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..limits import short_repr
+from . import gpus as _gpus
 from .models import Model, add_preset_model
+from .models import is_preset_model as _is_preset_model
+from .models import model_from_dict as _model_from_dict
+from .models import register_model as _register_model
 
 REQUIRED_KEYS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers", "vocab_size")
 SERVED_DTYPES = ("float16", "bfloat16", "float32")
@@ -298,3 +303,34 @@ HF_PRESET_CONFIGS: dict[str, tuple[str, str, dict]] = {
 
 for _name, (_label, _repo, _cfg) in HF_PRESET_CONFIGS.items():
     add_preset_model(model_from_hf_config(_cfg, _name, label=_label, source=_repo))
+
+
+def register_model_definition(definition: object, model: object, where: str = "model_definition") -> Model:
+    """Register the model a scenario.json defines for its ``model``; ValueError naming ``where``."""
+    m = _model_from_dict(definition, where)
+    check_name_text(f"{where}.name", m.name)  # as an uploaded config.json's name (no markup)
+    if m.name != model:
+        raise ValueError(f"{where}: invalid value: it defines model {m.name!r} but the scenario's "
+                         f"model is {short_repr(model)}; allowed: the definition of the scenario's model")
+    if _is_preset_model(m.name):
+        raise ValueError(f"{where}: invalid value: {m.name!r} is a preset model; allowed: "
+                         f"no definition for a preset (its name identifies it)")
+    try:
+        return _register_model(m)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+
+
+def register_device_definition(definition: object, gpu: object, where: str = "device_definition") -> _gpus.GPU:
+    """Register the device a scenario.json defines for its ``gpu``; ValueError naming ``where``."""
+    g = _gpus.gpu_from_dict(definition, where)
+    check_name_text(f"{where}.name", g.name)
+    if g.name != gpu:
+        raise ValueError(f"{where}: invalid value: it defines device {g.name!r} but the scenario's gpu is "
+                         f"{str(gpu)[:60]!r}; allowed: the definition of the scenario's gpu")
+    if _gpus.is_preset_gpu(g.name):
+        raise ValueError(f"{where}: invalid value: {g.name!r} is a preset GPU; allowed: no definition for a preset")
+    try:
+        return _gpus.register_gpu(g)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ...limits import write_csv
 from ...live import FORMAT, FORMAT_VERSION, REQUEST_COLUMNS, TIMESERIES_COLUMNS, scenario_fields, summarize_requests
 from ...presets import model_from_hf_config, register_model
 from ...presets.gpus import gpu_from_dict, register_gpu
@@ -149,8 +150,8 @@ def write_simulated(res, out_dir, info: dict | None = None) -> Path:
                        "tpot_ms": np.where(r["output_tokens"].to_numpy() > 1, r["tpot_ms"].to_numpy(), np.nan),
                        "status": np.where(done, "ok", "timeout"), "http_status": np.where(done, 200, 0), "error": "",
                        "token_times_ms": ""}, columns=list(REQUEST_COLUMNS))
-    df.to_csv(out / "requests.csv", index=False)
-    pd.DataFrame(columns=list(TIMESERIES_COLUMNS)).to_csv(out / "timeseries.csv", index=False)
+    write_csv(df, out / "requests.csv", index=False)
+    write_csv(pd.DataFrame(columns=list(TIMESERIES_COLUMNS)), out / "timeseries.csv", index=False)
     body = {"format": FORMAT, "format_version": FORMAT_VERSION, "url": "engine://simulated", "base_model": sc.model,
             "adapters": [f"a{i}" for i in range(sc.num_adapters)], "scenario": sc.to_dict(), "server": {},
             "summary": summarize_requests(df), **(info or {})}
