@@ -189,8 +189,8 @@ def run_trace(run: ToolRun, sc: Scenario) -> Workload | None:
         return None
     t = arrivals(run, sc.seed)
     n = len(t)
+    order = np.argsort(run.start_s, kind="stable") if run.start_s is not None else np.arange(n)  # the recorded per-request arrays in send order
     if run.detailed and len(run.input_lens) == n:
-        order = np.argsort(run.start_s, kind="stable") if run.start_s is not None else np.arange(n)
         p, q = run.input_lens[order], run.output_lens[order]
     elif run.detailed:  # the file lists fewer requests than it sent: draw from the listed (prompt, output) pairs
         idx = np.random.default_rng(np.random.SeedSequence([sc.seed, _SEED_TAG, 2])).integers(0, len(run.input_lens), n)
@@ -199,7 +199,6 @@ def run_trace(run: ToolRun, sc: Scenario) -> Workload | None:
         p = np.full(n, max(1, int(round(run.mean_in))), np.int64)
         q = np.full(n, max(1, int(round(run.mean_out))), np.int64)
     if run.adapters is not None and len(run.adapters) == n:  # the adapters the requests named, as recorded
-        order = np.argsort(run.start_s, kind="stable") if run.start_s is not None else np.arange(n)
         ad = run.adapters[order].astype(np.int64)
         if len(ad) and (ad.min() < 0 or ad.max() >= sc.num_adapters):
             raise ValueError(f"{run.source}: adapter index {int(ad.max() if ad.max() >= sc.num_adapters else ad.min())}"
@@ -209,7 +208,6 @@ def run_trace(run: ToolRun, sc: Scenario) -> Workload | None:
         ad = draw_adapters(sc, rng, n)
     pfx = None
     if run.prefix is not None and len(run.prefix) == n and sc.prefix_tokens > 0 and sc.prefix_share > 0:
-        order = np.argsort(run.start_s, kind="stable") if run.start_s is not None else np.arange(n)
         pfx = run.prefix[order].astype(np.int64)
     return Workload(t.astype(np.float64), ad, p.astype(np.int64), q.astype(np.int64), prefix=pfx)
 
