@@ -27,6 +27,9 @@ from pathlib import Path
 import httpx
 
 REPO = Path(__file__).resolve().parents[2]
+#: vLLM's KV block size on its CPU backend (``vllm:cache_config_info``'s block_size, 0.32.0).
+CPU_BLOCK_TOKENS = 128
+GIB = 1 << 30
 ASSETS_SCRIPT = Path(__file__).with_name("assets.py")
 #: The fields that decide the files built (the rest are server flags).
 ASSET_FIELDS = ("seed", "vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
@@ -58,6 +61,7 @@ class ReferenceSpec:
     max_cpu_loras: int = 0          # 0: vLLM's default (max_loras)
     max_lora_rank: int = 0          # 0: the largest adapter rank
     kv_cache_gib: int = 1           # VLLM_CPU_KVCACHE_SPACE (whole GiB: vLLM reads an integer)
+    kv_blocks: int = 0              # --num-gpu-blocks-override (KV blocks of CPU_BLOCK_TOKENS); 0: from kv_cache_gib
     max_num_seqs: int = 32
     max_num_batched_tokens: int = 2048
     prefix_caching: bool = True
@@ -68,7 +72,8 @@ class ReferenceSpec:
         ints = {"vocab_size": (16, 1 << 20), "hidden_size": (16, 8192), "intermediate_size": (16, 32768),
                 "num_layers": (1, 64), "num_heads": (1, 128), "num_kv_heads": (1, 128), "max_model_len": (32, 1 << 17),
                 "num_adapters": (0, 512), "seed": (0, 2**31 - 1), "max_loras": (1, 64), "max_cpu_loras": (0, 4096),
-                "max_lora_rank": (0, 512), "max_num_seqs": (1, 1024), "kv_cache_gib": (1, 64), "max_num_batched_tokens": (16, 1 << 20),
+                "max_lora_rank": (0, 512), "max_num_seqs": (1, 1024), "kv_cache_gib": (1, 64), "kv_blocks": (0, 1 << 20),
+                "max_num_batched_tokens": (16, 1 << 20),
                 "port": (0, 65535)}
         for k, (lo, hi) in ints.items():
             v = getattr(self, k)
@@ -90,6 +95,14 @@ class ReferenceSpec:
         if self.lora_rank < max(self.adapter_ranks):
             raise ValueError(f"max_lora_rank: {self.max_lora_rank} < the largest adapter rank "
                              f"{max(self.adapter_ranks)}; allowed: 0 (that rank) or at least it")
+        if self.kv_blocks and self.kv_blocks * CPU_BLOCK_TOKENS < self.max_model_len:
+            raise ValueError(f"kv_blocks: {self.kv_blocks} blocks of {CPU_BLOCK_TOKENS} tokens hold fewer than "
+                             f"max_model_len {self.max_model_len}; allowed: 0 or at least "
+                             f"{-(-self.max_model_len // CPU_BLOCK_TOKENS)} (vLLM refuses a KV cache that cannot hold "
+                             "one longest request)")
+        if self.kv_blocks and self.kv_blocks * CPU_BLOCK_TOKENS * self.kv_bytes_per_token > self.kv_cache_gib * GIB:
+            raise ValueError(f"kv_blocks: {self.kv_blocks} blocks need more than kv_cache_gib {self.kv_cache_gib} "
+                             "GiB; allowed: blocks that fit in it (vLLM allocates the override inside that space)")
         if not self.adapter_prefix.isidentifier():
             raise ValueError(f"adapter_prefix: invalid value {self.adapter_prefix!r}; allowed: letters, digits, _")
         return self
@@ -101,6 +114,11 @@ class ReferenceSpec:
             return self.max_lora_rank
         need = max(self.adapter_ranks)
         return next(r for r in (1, 8, 16, 32, 64, 128, 256, 320, 512) if r >= need)
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """KV bytes of one token (K and V of every layer, bfloat16)."""
+        return self.num_layers * 2 * self.num_kv_heads * (self.hidden_size // self.num_heads) * 2
 
     @property
     def adapter_names(self) -> list[str]:
@@ -228,6 +246,8 @@ def server_args(spec: ReferenceSpec, assets: dict, port: int) -> list[str]:
         if spec.max_cpu_loras:
             args += ["--max-cpu-loras", str(spec.max_cpu_loras)]
         args += ["--lora-modules", *(f"{a['name']}={a['path']}" for a in assets["adapters"])]
+    if spec.kv_blocks:
+        args += ["--num-gpu-blocks-override", str(spec.kv_blocks)]
     return args + list(spec.extra_args)
 
 
@@ -313,8 +333,6 @@ class ReferenceServer:
         self.stop()
 
 
-#: vLLM's KV block size on its CPU backend (``vllm:cache_config_info``'s block_size, 0.32.0).
-CPU_BLOCK_TOKENS = 128
 
 
 def engine_target_modules(modules) -> str:
@@ -335,11 +353,13 @@ def scenario_fields(spec: dict, served_block_tokens: int | None = None) -> dict:
     request).  ``--max-cpu-loras`` unset is vLLM's default, max_loras."""
     s = ReferenceSpec.from_dict(spec)
     ranks = list(s.adapter_ranks)
+    block = int(served_block_tokens or CPU_BLOCK_TOKENS)
     return dict(strategy="vllm", kv_reservation="on_demand", kv_allocator="paged", chunked_prefill="on",
                 lora_rank_padding="max_rank", load_mode="sync", memory_mode="static",
                 max_loras=s.max_loras, max_cpu_loras=s.max_cpu_loras or s.max_loras, host_warm=False,
                 max_batch_size=s.max_num_seqs, max_batched_tokens=s.max_num_batched_tokens,
-                kv_cache_gb=float(s.kv_cache_gib), kv_block_tokens=int(served_block_tokens or CPU_BLOCK_TOKENS),
+                kv_cache_gb=(s.kv_blocks * block * s.kv_bytes_per_token / GIB) if s.kv_blocks else float(s.kv_cache_gib),
+                kv_block_tokens=block,
                 prefix_caching="on" if s.prefix_caching else "off",
                 adapter_rank=max(ranks), adapter_ranks=() if len(set(ranks)) == 1 else
                 tuple(ranks[i % len(ranks)] for i in range(s.num_adapters)),

@@ -69,6 +69,9 @@ def read_observed(obj: dict, where: str, path: Path) -> ToolRun:
     ok = df[df["status"] == "ok"].sort_values("send_s", kind="stable")
     sc = obj.get("scenario") or {}
     closed = sc.get("arrival_process") == "closed"
+    # a closed loop that sent no more requests than it has clients sent them all at once: a burst, replayed at the
+    # recorded send times (the engine's closed loop would send more)
+    burst = closed and 0 < len(df) <= int(sc.get("concurrency") or 0)
     span = float(ok["end_s"].max()) if len(ok) else math.nan
     out_tok = ok["output_tokens_reported"] if "output_tokens_reported" in ok else ok["output_tokens"]
     out_tok = np.where(out_tok.to_numpy() >= 0, out_tok.to_numpy(), ok["output_tokens"].to_numpy())
@@ -79,9 +82,11 @@ def read_observed(obj: dict, where: str, path: Path) -> ToolRun:
     e2e = ((ok["end_s"] - ok["send_s"]) * 1e3).to_numpy()
     for name, v in (("ttft", ttft), ("tpot", tpot), ("e2el", e2e)):
         m.update(stats_from_values(v, name, percentiles=(50, 90, 99)))
-    run = ToolRun(tool=TOOL, version=str(FORMAT_VERSION), source=str(run_dir), arrival="closed" if closed else "poisson",
-                  rate_rps=math.nan if closed else float(sc.get("arrival_rate_rps", math.nan)),
-                  num_requests=int(len(ok)), duration_s=span, concurrency=int(sc.get("concurrency", 0)) if closed else 0,
+    run = ToolRun(tool=TOOL, version=str(FORMAT_VERSION), source=str(run_dir),
+                  arrival="burst" if burst else ("closed" if closed else "poisson"),
+                  rate_rps=math.inf if burst else (math.nan if closed else float(sc.get("arrival_rate_rps", math.nan))),
+                  num_requests=int(len(ok)), duration_s=span,
+                  concurrency=int(sc.get("concurrency", 0)) if closed and not burst else 0,
                   mean_in=float(ok["prompt_tokens"].mean()) if len(ok) else math.nan,
                   mean_out=float(out_tok.mean()) if len(ok) else math.nan, metric_origin="start", measured=m,
                   input_lens=ok["prompt_tokens"].to_numpy(np.int64), output_lens=out_tok.astype(np.int64),
