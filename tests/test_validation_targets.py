@@ -215,6 +215,7 @@ def test_validate_quick_writes_targets(tmp_path):
     assert h["date"] and h["commit"] and isinstance(h["wall_s"], int)
     expect = R.targets_from_tables(R.read_error_tables(d, "_quick"), feasibility_table(), header=h)
     assert doc == as_json(expect)
-    assert {r["label"] for r in doc["targets"]} == {"S-LoRA S1", "vLLM runs"}
+    assert {r["label"] for r in doc["targets"]} == {"S-LoRA S1", "vLLM runs", "Reference server (vLLM CPU)"}
     text = out.read_text()
-    assert all(line in text.splitlines() for line in R._target_lines(doc, "slora_s1") + R._target_lines(doc, "vllm"))
+    assert all(line in text.splitlines() for key in ("slora_s1", "vllm", "reference_server")
+               for line in R._target_lines(doc, key))

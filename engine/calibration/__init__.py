@@ -72,6 +72,7 @@ from .kernel_fit import (
     roofline_ms,
 )
 from .measurements import EXTRA_METRICS, METRIC_COLUMNS, TOOL_FORMATS, load_measurements, row_scenario, tool_format
+from .observed_replay import replay_observed
 from .readers import (
     DEFAULT_FIT_METRICS,
     ERROR_FLAG,
@@ -102,7 +103,19 @@ from .readers import (
     ttft_distribution,
 )
 from .refdata import REF_DIR
+from .reference_report import (
+    REFERENCE_PARAMS,
+    REFERENCE_TARGETS,
+    ReferenceValidation,
+    reference_fit,
+    reference_validation,
+)
+from .reference_runs import DESIGN as REFERENCE_DESIGN
+from .reference_runs import TRAIN_GROUPS as REFERENCE_TRAIN_GROUPS
+from .reference_runs import run_table as reference_run_table
+from .reference_runs import unpack as unpack_reference_runs
 from .report import (
+    DATASET_LABELS,
     FEASIBILITY_TARGET,
     SLORA_PARAMS,
     SLORA_TRAIN_SUITES,
@@ -112,6 +125,7 @@ from .report import (
     VLLM_START,
     _vllm_train,  # noqa: F401  (the tests pick the vLLM training split with it)
     at_bounds,
+    dataset_targets,
     run_validation,
 )
 from .slora_s1 import SLORA_SEED, slora_cases, slora_metrics, slora_trace
@@ -143,6 +157,10 @@ __all__ = [
     "to_guidellm_json", "to_aiperf_json", "DEFAULT_FIT_METRICS", "FIT_METRIC_WEIGHTS", "ERROR_FLAG", "HOLD_OUT_CHOICES", "ToolFit",
     "choose_hold_out", "fit_tool_runs", "provenance", "HEADLINE_METRICS", "headline_errors", "headline_text",
     "profile_errors_of", "profile_args",
+    # observed runs (engine.live.observe) and the reference-server dataset
+    "replay_observed", "REFERENCE_PARAMS", "REFERENCE_TARGETS", "ReferenceValidation", "reference_fit",
+    "reference_validation", "REFERENCE_DESIGN", "REFERENCE_TRAIN_GROUPS",
+    "reference_run_table", "unpack_reference_runs",
     # cases and errors
     "Case", "engine_metrics", "typed_values", "simulate_case", "simulate_cases", "error_table",
     "summarize_errors",
@@ -165,5 +183,5 @@ __all__ = [
     "write_profile_errors", "error_bases", "error_band", "scaled_cost", "winner_band",
     # validation report
     "TARGETS", "FEASIBILITY_TARGET", "SLORA_PARAMS", "SLORA_TRAIN_SUITES", "VLLM_PARAMS", "VLLM_START",
-    "VLLM_MAX_NFEV", "at_bounds", "run_validation",
+    "VLLM_MAX_NFEV", "at_bounds", "run_validation", "DATASET_LABELS", "dataset_targets",
 ]

@@ -187,3 +187,17 @@ def fit(base: Scenario, data, params=DEFAULT_PARAMS, bounds=None, metrics=None, 
     res = fit_cases(cases, params, bounds, start=start, max_nfev=max_nfev, log=log)
     res.scenario = base.replace(**res.values).validate()
     return res
+
+
+def at_bounds(values: dict[str, float], rel: float = 1e-3) -> list[str]:
+    """Fitted parameters within ``rel`` of their range's ends (FIT_BOUNDS): the data push them
+    past what the bounds call physical, a sign the model lacks something there."""
+    out = []
+    for k, v in values.items():
+        lo, hi = FIT_BOUNDS[k]
+        tol = rel * (hi - lo)
+        if v <= lo + tol:
+            out.append(f"{k} = {v:.4g} (at its lower bound {lo:g})")
+        elif v >= hi - tol:
+            out.append(f"{k} = {v:.4g} (at its upper bound {hi:g})")
+    return out

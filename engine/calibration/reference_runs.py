@@ -131,7 +131,7 @@ def pack(run_dirs: dict[str, Path], out_dir: Path = DATA_DIR) -> dict[str, Path]
 def unpack(out_dir: Path, data_dir: Path = DATA_DIR, run_ids=None) -> dict[str, Path]:
     """The dataset's runs as observed directories under ``out_dir`` (``run_id -> directory``): what
     ``calibrate --observed`` and ``replay --observed`` read."""
-    runs = pd.read_csv(data_dir / RUNS_CSV)
+    runs = pd.read_csv(data_dir / RUNS_CSV, keep_default_na=False)
     reqs = pd.read_csv(data_dir / REQUESTS_CSV, keep_default_na=False, na_values=[""])
     ts = pd.read_csv(data_dir / TIMESERIES_CSV)
     out = {}
@@ -150,7 +150,7 @@ def unpack(out_dir: Path, data_dir: Path = DATA_DIR, run_ids=None) -> dict[str, 
 
 def run_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     """One row per shipped run: its design fields and its server's flags (``runs.csv`` without the JSON)."""
-    runs = pd.read_csv(data_dir / RUNS_CSV)
+    runs = pd.read_csv(data_dir / RUNS_CSV, keep_default_na=False)
     rows = []
     for _, r in runs.iterrows():
         info = json.loads(r["run_json"])

@@ -10,18 +10,12 @@ import signal
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
-from ..calibration import read_tool_files
-from ..calibration.readers import run_case, ttft_distribution
-from ..calibration.readers.observed import twin_base
+from ..calibration import replay_observed
 from ..limits import write_csv
 from ..live import ReferenceServer, ReferenceSpec, observe
 from ..live.device import cpu_device, measure
 from ..presets import gpu_to_dict
 from ..scenario import Scenario
-from ..sim import simulate
 from .common import fail, load_scenario_file, parse_pairs
 
 
@@ -96,47 +90,10 @@ def cmd_observe(a) -> int:
     return 0
 
 
-def replay_tables(run_dir, scenario: Scenario | None = None) -> dict[str, pd.DataFrame]:
-    """An observed run against the twin (``scenario``: a fitted scenario; default: the run's own twin_base):
-    ``metrics`` (measured, simulated, relative error per metric), ``adapters`` (TTFT p50/p99 per adapter, both),
-    ``ttft`` (the TTFT percentiles and KS distance), ``timeseries`` (scraped running / waiting against the
-    simulated queue and batch, on the scrape times)."""
-    runs = read_tool_files([run_dir])
-    run = runs[0]
-    obj = json.loads((Path(run.source) / "run.json").read_text())
-    server = scenario or twin_base(obj, run.source)
-    case = run_case(run, server)
-    res = simulate(case.scenario, trace=case.trace)
-    sim = case.metric_fn(res, case.scenario)
-    rows = [{"metric": k, "measured": v, "simulated": sim.get(k, math.nan),
-             "rel_error": sim.get(k, math.nan) / v - 1 if v else math.nan} for k, v in sorted(case.measured.items())]
-    rq = res.requests
-    meas = pd.DataFrame({"adapter": run.adapters if run.adapters is not None else -1,
-                         "ttft_ms": run.ttfts_ms})
-    adapters = []
-    for ad, g in meas.groupby("adapter"):
-        s = rq[rq["adapter"] == ad]["ttft_ms"].to_numpy()
-        adapters.append({"adapter": int(ad), "requests": len(g), "measured_p50_ms": float(np.median(g["ttft_ms"])),
-                         "simulated_p50_ms": float(np.median(s)) if len(s) else math.nan,
-                         "measured_p99_ms": float(np.percentile(g["ttft_ms"], 99)),
-                         "simulated_p99_ms": float(np.percentile(s, 99)) if len(s) else math.nan})
-    ts = pd.read_csv(Path(run.source) / "timeseries.csv")
-    sts = res.timeseries
-    tab = pd.DataFrame({"t_s": ts["t_s"], "measured_running": ts["running"], "measured_waiting": ts["waiting"],
-                        "measured_running_adapters": ts["n_running_adapters"]})
-    if len(ts) and len(sts):
-        idx = np.clip(np.searchsorted(sts["t_s"].to_numpy(), ts["t_s"].to_numpy()), 0, len(sts) - 1)
-        tab["simulated_running"] = sts["batch_size"].to_numpy()[idx]
-        tab["simulated_waiting"] = sts["queue_len"].to_numpy()[idx]
-        tab["simulated_resident_adapters"] = sts["resident_adapters"].to_numpy()[idx]
-    return {"metrics": pd.DataFrame(rows), "adapters": pd.DataFrame(adapters),
-            "ttft": pd.DataFrame([ttft_distribution(run, res)]), "timeseries": tab}
-
-
 def cmd_replay(a) -> int:
     try:
         sc = load_scenario_file(a.scenario) if a.scenario else None
-        t = replay_tables(a.observed, sc)
+        t = replay_observed(a.observed, sc)
     except ValueError as e:
         return fail(str(e))
     fmt = lambda d: d.to_string(index=False, float_format=lambda x: f"{x:.4g}")
@@ -151,7 +108,7 @@ def cmd_replay(a) -> int:
         out.mkdir(parents=True, exist_ok=True)
         for k, d in t.items():
             write_csv(d, out / f"replay_{k}.csv", index=False)
-        print(f"wrote {out}/replay_metrics.csv, replay_adapters.csv, replay_ttft.csv, replay_timeseries.csv")
+        print(f"wrote {out}/replay_metrics.csv, replay_adapters.csv, replay_ttft.csv, replay_timeseries.csv, replay_requests.csv")
     return 0
 
 

@@ -18,8 +18,7 @@ from ...presets.servers import ASSUMED, COST_FIELDS, profile_fields
 from ...scenario import Scenario
 from ...sim import simulate
 from ..cases import Case, error_table, simulate_cases, summarize_errors, typed_values
-from ..fitting import DEFAULT_PARAMS, FitResult, fit_cases
-from ..report import at_bounds
+from ..fitting import DEFAULT_PARAMS, FitResult, at_bounds, fit_cases
 from .base import ToolRun
 from .replay import DEFAULT_FIT_METRICS, FIT_METRIC_WEIGHTS, fitted_workload, run_case, ttft_distribution
 
