@@ -1154,3 +1154,78 @@ def fleet_sweep_chart(df: pd.DataFrame, y_title: str, slo: float | None = None, 
         layers.append(alt.Chart(pd.DataFrame({"slo": [slo]})).mark_rule(strokeDash=[6, 4], color="#DC2626")
                       .encode(y="slo:Q"))
     return alt.layer(*layers).properties(height=height)
+
+
+# -------------------------------------------------------------------- observed vs twin
+#: The two sources of an observed run's charts, in legend order, with their colours.
+OBSERVED_SOURCES = {"measured": "#111827", "twin": "#2563EB"}
+
+
+def observed_cdf_frame(requests: pd.DataFrame, n_points: int = CDF_POINTS) -> pd.DataFrame:
+    """The TTFT CDF of an observed run, measured and simulated (``replay_observed``'s ``requests``): columns
+    ``ttft_ms``, ``prob``, ``source``; at most ``n_points`` quantiles per source."""
+    rows = []
+    for src, col in (("measured", "measured_ttft_ms"), ("twin", "simulated_ttft_ms")):
+        if col not in requests:
+            continue
+        v = np.sort(requests[col].to_numpy(dtype=float))
+        v = v[np.isfinite(v)]
+        if not len(v):
+            continue
+        p = cdf_probabilities(min(n_points, len(v)))
+        rows.append(pd.DataFrame({"ttft_ms": np.quantile(v, p), "prob": p, "source": src}))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["ttft_ms", "prob", "source"])
+
+
+def _source_color() -> alt.Color:
+    dom = list(OBSERVED_SOURCES)
+    return alt.Color("source:N", title=None, sort=dom, scale=alt.Scale(domain=dom, range=list(OBSERVED_SOURCES.values())),
+                     legend=_legend())
+
+
+def observed_cdf_chart(df: pd.DataFrame, height: int = 320) -> alt.Chart:
+    """Measured and simulated TTFT CDFs on one chart (``observed_cdf_frame``); log x when the values span decades."""
+    d = _cap(df)
+    v = d["ttft_ms"].to_numpy(dtype=float)
+    log = bool(len(v)) and use_log_scale(v[v > 0])
+    if log:
+        d = d[d["ttft_ms"] > 0]
+    lo, hi = (float(v[v > 0].min()), float(v.max())) if len(v) and (v > 0).any() else (1.0, 10.0)
+    x = alt.X("ttft_ms:Q", title="TTFT (ms)" + (" (log scale)" if log else ""),
+              scale=alt.Scale(type="log", nice=False) if log else alt.Scale(zero=True),
+              axis=alt.Axis(format=",.4~r", values=log_ticks(lo, hi) or alt.Undefined) if log else alt.Axis(format=",.4~r"))
+    return alt.Chart(d).mark_line(strokeWidth=2, interpolate="step-after").encode(
+        x=x, y=alt.Y("prob:Q", title="Share of requests", axis=alt.Axis(format=".0%"), scale=alt.Scale(domain=[0, 1])),
+        color=_source_color(),
+        tooltip=[alt.Tooltip("source:N", title="Source"), alt.Tooltip("ttft_ms:Q", title="TTFT (ms)", format=",.1f"),
+                 alt.Tooltip("prob:Q", title="Share", format=".1%")]).properties(
+        title="First-token latency: measured and the twin's replay", height=height)
+
+
+#: Quantities of the observed time series: replay_observed's timeseries columns (measured, simulated) -> title.
+OBSERVED_TS = {"running": ("measured_running", "simulated_running", "Running requests"),
+               "waiting": ("measured_waiting", "simulated_waiting", "Waiting requests")}
+
+
+def observed_timeseries_frame(tab: pd.DataFrame, max_points: int = TS_MAX_POINTS) -> pd.DataFrame:
+    """Scraped running / waiting requests against the twin's batch / queue (``replay_observed``'s ``timeseries``):
+    columns ``t_s``, ``value``, ``quantity``, ``source``; at most ``max_points`` per line."""
+    rows = []
+    t = downsample(tab, max_points) if len(tab) > max_points else tab
+    for m, s, title in OBSERVED_TS.values():
+        for src, col in (("measured", m), ("twin", s)):
+            if col in t:
+                rows.append(pd.DataFrame({"t_s": t["t_s"].to_numpy(float), "value": t[col].to_numpy(float),
+                                          "quantity": title, "source": src}))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["t_s", "value", "quantity", "source"])
+
+
+def observed_timeseries_chart(df: pd.DataFrame, quantity: str, height: int = 200) -> alt.Chart:
+    """One quantity of ``observed_timeseries_frame`` (its title, e.g. "Running requests"): measured and the twin."""
+    d = _cap(df[df["quantity"] == quantity])
+    return alt.Chart(d).mark_line(strokeWidth=1.6, interpolate="step-after").encode(
+        x=alt.X("t_s:Q", title="Time since the run's start (s)", axis=alt.Axis(format=",.4~r")),
+        y=alt.Y("value:Q", title=quantity, axis=alt.Axis(format=",.0f")),
+        color=_source_color(),
+        tooltip=[alt.Tooltip("source:N", title="Source"), alt.Tooltip("t_s:Q", title="t (s)", format=",.2f"),
+                 alt.Tooltip("value:Q", title=quantity)]).properties(title=quantity, height=height)

@@ -33,6 +33,7 @@ from app import (  # noqa: E402
     page_fleet,
     page_kv,
     page_model,
+    page_observed,
     page_plan,
     page_sweeps,
     page_validation,
@@ -66,6 +67,7 @@ PAGES: list[PageSpec] = [
     PageSpec(page_fleet.render, "Fleet", ":material/dns:", "fleet", True),
     PageSpec(page_findings.render, "Findings", ":material/lightbulb:", "findings", False, simulates=False),
     PageSpec(page_validation.render, "Validation", ":material/fact_check:", "validation", False),
+    PageSpec(page_observed.render, "Observed vs twin", ":material/sensors:", "observed", False),
     PageSpec(page_kv.render, "KV interference", ":material/memory_alt:", "kv_interference", False),
     PageSpec(page_model.render, "Model", ":material/menu_book:", "model", False, simulates=False),
 ]

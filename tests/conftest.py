@@ -1,13 +1,48 @@
 """Fixtures and helpers shared by the dashboard tests (``from conftest import goto``)."""
+import contextlib
+import fcntl
 import html
 import json
+import os
 import re
+import tempfile
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
+
+#: One lock file per test run (pytest-xdist's run id), shared by its workers: every test holds it shared, the timed
+#: part of a real-server test holds it exclusively, so the server is timed while the other worker is between tests.
+_RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+_TIMING_LOCK = Path(tempfile.gettempdir()) / f"lora-whatif-timing-{_RUN_ID}.lock" if _RUN_ID else None
+
+
+@pytest.fixture(autouse=True)
+def _timing_lock_shared(request):
+    if _TIMING_LOCK is None or request.node.get_closest_marker("real_server"):
+        yield
+        return
+    with open(_TIMING_LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_SH)
+        yield
+
+
+@pytest.fixture
+def quiet_machine():
+    """A context manager: its body runs while no other test of this run runs (a real server timed on the shared
+    cores).  A no-op without pytest-xdist (one process runs one test at a time)."""
+    @contextlib.contextmanager
+    def hold():
+        if _TIMING_LOCK is None:
+            yield
+            return
+        with open(_TIMING_LOCK, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            yield
+    return hold
 
 
 def goto(at: AppTest, url_path: str) -> AppTest:

@@ -116,6 +116,11 @@ def _validation(at: AppTest) -> None:
     assert at.main.get("dataframe") and charts(at), "the targets table and the measured-vs-simulated charts"
 
 
+def _observed(at: AppTest) -> None:
+    assert at.title[0].value == "Observed vs twin"
+    assert at.main.get("dataframe") and len(charts(at)) >= 3, "measured vs twin: the table, the TTFT CDF, the time series"
+
+
 def _kv(at: AppTest) -> None:
     assert at.main.get("dataframe") and charts(at)
     assert "Per policy" in values(at, "subheader")
@@ -130,7 +135,8 @@ def _model(at: AppTest) -> None:
 #: url path -> check of the page's main result (may press the page's run button and return the AppTest).
 RESULT: dict[str, Callable[[AppTest], AppTest | None]] = {
     "whatif": _whatif, "sweeps": _sweeps, "crossover": _crossover, "plan": _plan, "fleet": _fleet,
-    "findings": _findings, "validation": _validation, "kv_interference": _kv, "model": _model,
+    "findings": _findings, "validation": _validation, "observed": _observed, "kv_interference": _kv,
+    "model": _model,
 }
 
 

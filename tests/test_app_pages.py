@@ -37,6 +37,7 @@ PAGES = {
     "fleet": ("page_fleet", "Fleet", True),
     "findings": ("page_findings", "Findings", False),
     "validation": ("page_validation", "Validation", False),
+    "observed": ("page_observed", "Observed vs twin", False),
     "kv_interference": ("page_kv", "KV interference", False),
     "model": ("page_model", "Model", False),
 }

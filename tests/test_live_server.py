@@ -2,8 +2,11 @@
 replayed.  Needs requirements-live.txt (``.venv-live`` or ``LORA_WHATIF_LIVE_PYTHON``); skipped without it locally,
 a failure in CI (``REQUIRE_REAL_SERVER=1``).
 
-Bounds: the server shares a 2-core machine with the other test worker, so timings move by tens of per cent from
-run to run.  The checks are on what must hold whatever the load (every request recorded, the first token's time
+Bounds: the server shares a 2-core machine with the other test worker.  Its timed runs hold the ``quiet_machine``
+lock (tests/conftest.py: the other worker waits between tests), since a busy core moves the client's timings
+several-fold: a 2 req/s run's median TTFT went from 35 ms to 167 ms with two busy loops beside it, and a CI run whose
+training and held-out runs saw different loads predicted 352 ms against 43 ms.  Even alone, three processes (server,
+engine core, client) share two cores, so timings still move by tens of per cent from run to run.  The checks are on what must hold whatever the load (every request recorded, the first token's time
 is the first streamed chunk's, the server's flags as it reports them, token counts exact, an error row per failed
 request), and on the twin within wide bands: throughput within 25 % (an open loop below the knee: the offered
 rate), TTFT p50 within a factor of 3 and TPOT within a factor of 2 of the measurement after the fit."""
@@ -55,12 +58,16 @@ def _traffic(**kw):
     return Scenario.from_preset("default").replace(**{**base, **kw})
 
 
-def test_observe_fit_replay_on_the_real_server(server, tmp_path, registry):
-    dev = gpu_to_dict(cpu_device())
+def test_observe_fit_replay_on_the_real_server(server, tmp_path, registry, quiet_machine):
+    with quiet_machine():
+        dev = gpu_to_dict(cpu_device())  # measured: a busy core would halve it
     runs_dir = tmp_path / "runs"
+    loads = []
     for i, rate in enumerate((2.0, 5.0)):
-        obs = observe(server.url, _traffic(arrival_rate_rps=rate, seed=i), out_dir=runs_dir / f"r{i}",
-                      server=server.description(), device=dev, metrics_period_s=0.25)
+        with quiet_machine():
+            obs = observe(server.url, _traffic(arrival_rate_rps=rate, seed=i), out_dir=runs_dir / f"r{i}",
+                          server=server.description(), device=dev, metrics_period_s=0.25)
+            loads.append(os.getloadavg()[0])
         r = obs.requests
         assert (r["status"] == "ok").all(), r[r["status"] != "ok"][["status", "error"]].head()
         assert (r["prompt_tokens_reported"] == r["prompt_tokens"]).all()
@@ -75,12 +82,14 @@ def test_observe_fit_replay_on_the_real_server(server, tmp_path, registry):
     assert base.gpu == dev["name"] and base.max_loras == 2 and base.max_cpu_loras == 4
     tf = fit_tool_runs(runs, base, params=["step_overhead_ms", "frontend_ms"], hold_out="highest-rate")
     held = tf.table[tf.table["split"] == "held-out"].set_index("metric")
-    assert abs(held.loc["request_throughput", "rel_error"]) < 0.25
-    assert 1 / 3 < held.loc["median_ttft_ms", "simulated"] / held.loc["median_ttft_ms", "measured"] < 3
-    assert 0.5 < held.loc["mean_tpot_ms", "simulated"] / held.loc["mean_tpot_ms", "measured"] < 2
+    why = (f"load average after each run {loads}, fitted {tf.result.values}:\n"
+           f"{tf.table[['case', 'split', 'metric', 'measured', 'simulated']].to_string()}")
+    assert abs(held.loc["request_throughput", "rel_error"]) < 0.25, why
+    assert 1 / 3 < held.loc["median_ttft_ms", "simulated"] / held.loc["median_ttft_ms", "measured"] < 3, why
+    assert 0.5 < held.loc["mean_tpot_ms", "simulated"] / held.loc["mean_tpot_ms", "measured"] < 2, why
 
 
-def test_server_errors_and_unknown_adapters_on_the_real_server(server, tmp_path):
+def test_server_errors_and_unknown_adapters_on_the_real_server(server, tmp_path):  # not timed: no lock
     with pytest.raises(ValueError, match=r"adapter 'nope' is not served at this URL"):
         observe(server.url, _traffic(num_adapters=1), adapters=["nope"])
     # prompts longer than --max-model-len: vLLM answers 400 for each, and each is a row

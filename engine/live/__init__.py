@@ -12,6 +12,7 @@ Invariants:
 
 Import the names from this package.
 """
+from .hosted import HOSTED_LIMITS, OBSERVE_URLS_ENV, allowed_urls, check_allowed, normalise_url
 from .observe import (
     FORMAT,
     FORMAT_VERSION,
@@ -41,4 +42,5 @@ from .reference import (
 __all__ = ["FORMAT", "FORMAT_VERSION", "MAX_REQUESTS", "REQUEST_COLUMNS", "TIMESERIES_COLUMNS", "Observation",
            "observe", "parse_metrics", "prompt_text", "resolve_adapters", "server_models", "summarize_requests",
            "write_observation", "CPU_BLOCK_TOKENS", "ReferenceServer", "ReferenceSpec", "build_assets",
-           "engine_target_modules", "live_python", "scenario_fields", "server_args"]
+           "engine_target_modules", "live_python", "scenario_fields", "server_args", "HOSTED_LIMITS",
+           "OBSERVE_URLS_ENV", "allowed_urls", "check_allowed", "normalise_url"]
